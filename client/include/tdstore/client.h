@@ -1,0 +1,204 @@
+// tdstore client library: named tensors sharing leading batch dims, stored
+// in tdstored (and through it in Redis), used like a TensorDict.
+//
+//   tdstore::Client client("127.0.0.1:50051");        // or "unix:///run/td.sock"
+//   tdstore::Dict td = client.create("replay", {1000});
+//   td.set("obs", torch::rand({1000, 84}));
+//   td.set({"next", "obs"}, torch::rand({1000, 84}));
+//   at::Tensor obs = td.get("obs");
+//   tdstore::LocalDict all = td.to_local();
+//
+// Errors: every call that fails throws tdstore::Error carrying the gRPC status
+// code and the server's message (NOT_FOUND for an unknown dict or leaf,
+// INVALID_ARGUMENT for a bad shape, UNAVAILABLE when the daemon or Redis is
+// down, DEADLINE_EXCEEDED when the call's deadline passes, ...).
+//
+// Threads: Client and Dict are cheap to copy (they share one gRPC channel)
+// and every method may be called from any number of threads at once.
+//
+// Data: tensors of any layout are sent as contiguous little-endian C-order
+// bytes (a non-contiguous input is made contiguous first). A received tensor
+// is allocated once at its final shape and each chunk is copied into place.
+#ifndef TDSTORE_CLIENT_CLIENT_H_
+#define TDSTORE_CLIENT_CLIENT_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tdstore {
+
+// Mirrors grpc::StatusCode (same numbers).
+enum class StatusCode : int {
+  kOk = 0,
+  kCancelled = 1,
+  kUnknown = 2,
+  kInvalidArgument = 3,
+  kDeadlineExceeded = 4,
+  kNotFound = 5,
+  kAlreadyExists = 6,
+  kPermissionDenied = 7,
+  kResourceExhausted = 8,
+  kFailedPrecondition = 9,
+  kAborted = 10,
+  kOutOfRange = 11,
+  kUnimplemented = 12,
+  kInternal = 13,
+  kUnavailable = 14,
+  kDataLoss = 15,
+  kUnauthenticated = 16,
+};
+
+// "NOT_FOUND", "INVALID_ARGUMENT", ...
+const char* StatusCodeName(StatusCode code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(StatusCode code, const std::string& message);
+  StatusCode code() const { return code_; }
+  // The server's (or the library's) message without the code prefix.
+  const std::string& message() const { return message_; }
+
+ private:
+  StatusCode code_;
+  std::string message_;
+};
+
+// A leaf path: Key("obs"), Key({"next", "obs"}).
+class Key {
+ public:
+  Key(const char* component) : parts_{component} {}
+  Key(std::string component) : parts_{std::move(component)} {}
+  Key(std::initializer_list<std::string> parts) : parts_(parts) {}
+  explicit Key(std::vector<std::string> parts) : parts_(std::move(parts)) {}
+
+  const std::vector<std::string>& parts() const { return parts_; }
+  // "next/obs", for display.
+  std::string str() const;
+  bool operator<(const Key& o) const { return parts_ < o.parts_; }
+  bool operator==(const Key& o) const { return parts_ == o.parts_; }
+
+ private:
+  std::vector<std::string> parts_;
+};
+
+struct LeafInfo {
+  Key path{std::vector<std::string>{}};
+  at::ScalarType dtype = at::ScalarType::Float;
+  std::vector<int64_t> shape;  // batch dims first
+  int64_t byte_size = 0;
+};
+
+struct DictInfo {
+  std::string name;
+  std::string id;
+  std::vector<int64_t> batch_size;
+  std::vector<LeafInfo> leaves;
+  int64_t rows_per_block = 0;
+  int64_t part_bytes = 0;
+  int64_t version = 0;
+};
+
+// A local, in-process copy of (part of) a dict: path -> tensor.
+struct LocalDict {
+  std::vector<int64_t> batch_size;
+  std::map<Key, at::Tensor> leaves;
+
+  // The tensor at `path`; throws Error(NOT_FOUND) if absent.
+  const at::Tensor& at(const Key& path) const;
+  bool contains(const Key& path) const { return leaves.count(path) != 0; }
+};
+
+struct ClientOptions {
+  // Deadline of each call, from its start. Per call, not per client.
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  // Bytes per data chunk sent (at most 1 MiB, the protocol's limit).
+  int64_t chunk_bytes = 1 << 20;
+};
+
+struct CreateOptions {
+  int64_t rows_per_block = 0;  // 0: server default
+  int64_t part_bytes = 0;      // 0: server default
+};
+
+class Dict;
+
+class Client {
+ public:
+  // address: "host:port" or "unix:///path/to.sock". Does not connect yet;
+  // gRPC connects on the first call and reconnects after failures.
+  explicit Client(const std::string& address, ClientOptions options = {});
+
+  const std::string& address() const;
+
+  // Creates a dict; ALREADY_EXISTS if the name is taken.
+  Dict create(const std::string& name, std::vector<int64_t> batch_size,
+              CreateOptions options = {});
+  // Opens an existing dict; NOT_FOUND if there is none.
+  Dict open(const std::string& name);
+  // Names of all dicts, sorted.
+  std::vector<std::string> list();
+  // Deletes a dict and all its data; NOT_FOUND if there is none.
+  void drop(const std::string& name);
+  // Renames; NOT_FOUND / ALREADY_EXISTS.
+  void rename(const std::string& name, const std::string& new_name);
+
+  // Opens the dict a Dict::handle() string names, connecting to the address
+  // it holds. INVALID_ARGUMENT for a malformed handle; NOT_FOUND if the dict
+  // is gone or was deleted and created again since.
+  static Dict open_handle(const std::string& handle, ClientOptions options = {});
+
+  struct Impl;
+
+ private:
+  friend class Dict;
+  std::shared_ptr<Impl> impl_;
+};
+
+class Dict {
+ public:
+  const std::string& name() const { return name_; }
+
+  // Stores `value` at `path`, replacing any leaf there. Its leading dims must
+  // equal batch_size() (INVALID_ARGUMENT naming both shapes otherwise).
+  void set(const Key& path, const at::Tensor& value);
+  // Stores several leaves; they become visible together, or none does.
+  void update(const std::map<Key, at::Tensor>& values);
+  // The leaf at `path`; NOT_FOUND if it is not a leaf.
+  at::Tensor get(const Key& path);
+  // Every leaf under each of `paths` (a leaf or a nested prefix), one call.
+  LocalDict get_many(const std::vector<Key>& paths);
+  // Every leaf of the dict.
+  LocalDict to_local();
+  // As TensorDict.keys(include_nested, leaves_only).
+  std::vector<Key> keys(bool include_nested = false, bool leaves_only = false);
+  // True if `path` is a leaf or a nested sub-dict.
+  bool contains(const Key& path);
+  // Removes the leaf or subtree at `path`; NOT_FOUND if absent.
+  void erase(const Key& path);
+  DictInfo describe();
+  std::vector<int64_t> batch_size();
+
+  // A string another process can pass to Client::open_handle() to open this
+  // same dict (what pickling is to the Python seed).
+  std::string handle();
+
+ private:
+  friend class Client;
+  Dict(std::shared_ptr<Client::Impl> impl, std::string name, std::string id)
+      : impl_(std::move(impl)), name_(std::move(name)), id_(std::move(id)) {}
+  std::shared_ptr<Client::Impl> impl_;
+  std::string name_;
+  std::string id_;
+};
+
+}  // namespace tdstore
+
+#endif  // TDSTORE_CLIENT_CLIENT_H_

@@ -1,0 +1,83 @@
+// How one leaf's bytes are cut into Redis values.
+//
+// A leaf of a dict with batch shape [N, ...] is a sequence of N *rows* (one
+// per index of batch dim 0), each `row_bytes` long, stored C-order. Rows are
+// grouped into *blocks* of `rows_per_block` rows; block b of every leaf shares
+// the hash tag {dict_id.b}, so one block of all leaves lives in one cluster
+// slot. A block bigger than `part_bytes` is cut at byte offsets into *parts*
+// of `part_bytes` (the last one shorter), each its own Redis string, so no
+// value nears Redis' 512 MB limit.
+//
+// A dict without batch dims has no rows; each leaf is cut straight into
+// pieces of `part_bytes`, piece p stored as part 0 of block p. The layout
+// models that as rows of one byte with rows_per_block = part_bytes.
+//
+// A leaf of 0 bytes has no blocks at all.
+//
+// Pure code, no I/O. Immutable after construction; safe to share.
+#ifndef TDSTORE_COMMON_BLOCK_LAYOUT_H_
+#define TDSTORE_COMMON_BLOCK_LAYOUT_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace tdstore {
+
+// One contiguous byte range inside one Redis value (block b, part p).
+struct Segment {
+  int64_t block = 0;
+  int64_t part = 0;
+  int64_t offset_in_part = 0;
+  int64_t length = 0;
+  // Where the range starts in the leaf's C-order bytes.
+  int64_t leaf_offset = 0;
+};
+
+class BlockLayout {
+ public:
+  // batch_shape: the dict's; leaf_shape: the full shape (batch dims first);
+  // elem_size: dtype size. INVALID_ARGUMENT if rows_per_block or part_bytes
+  // is < 1, leaf_shape does not start with batch_shape, or sizes overflow.
+  static absl::StatusOr<BlockLayout> Make(absl::Span<const int64_t> batch_shape,
+                                          absl::Span<const int64_t> leaf_shape,
+                                          int64_t elem_size, int64_t rows_per_block,
+                                          int64_t part_bytes);
+
+  int64_t total_bytes() const { return total_bytes_; }
+  int64_t rows() const { return rows_; }
+  int64_t row_bytes() const { return row_bytes_; }
+  int64_t rows_per_block() const { return rows_per_block_; }
+  int64_t part_bytes() const { return part_bytes_; }
+
+  // Number of blocks holding data (0 when total_bytes() == 0).
+  int64_t block_count() const;
+  // Bytes in block b (the last block may be short).
+  int64_t block_bytes(int64_t block) const;
+  // Parts of block b: ceil(block_bytes / part_bytes).
+  int64_t part_count(int64_t block) const;
+  // Bytes in part p of block b.
+  int64_t part_size(int64_t block, int64_t part) const;
+  // Byte offset of block b in the leaf.
+  int64_t block_offset(int64_t block) const { return block * rows_per_block_ * row_bytes_; }
+
+  // Calls fn for each piece of the leaf byte range [offset, offset + length),
+  // split at part boundaries and further so no piece exceeds max_piece bytes,
+  // in increasing offset order. The range must lie inside the leaf.
+  void ForEachSegment(int64_t offset, int64_t length, int64_t max_piece,
+                      const std::function<void(const Segment&)>& fn) const;
+
+ private:
+  BlockLayout() = default;
+  int64_t total_bytes_ = 0;
+  int64_t rows_ = 0;
+  int64_t row_bytes_ = 0;
+  int64_t rows_per_block_ = 1;
+  int64_t part_bytes_ = 1;
+};
+
+}  // namespace tdstore
+
+#endif  // TDSTORE_COMMON_BLOCK_LAYOUT_H_

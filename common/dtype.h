@@ -1,0 +1,47 @@
+// Element types of stored tensors: names, sizes and wire numbers.
+//
+// Pure code, no I/O. Safe to call from any thread.
+#ifndef TDSTORE_COMMON_DTYPE_H_
+#define TDSTORE_COMMON_DTYPE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tdstore {
+
+// The numbers equal proto tdstore.v1.DType, so conversion is a cast after
+// IsKnownDType() says the number is valid.
+enum class DType : int {
+  kUnspecified = 0,
+  kBool = 1,
+  kUInt8 = 2,
+  kInt8 = 3,
+  kInt16 = 4,
+  kInt32 = 5,
+  kInt64 = 6,
+  kFloat16 = 7,
+  kBFloat16 = 8,
+  kFloat32 = 9,
+  kFloat64 = 10,
+  kComplex64 = 11,
+  kComplex128 = 12,
+};
+
+// True for every dtype above except kUnspecified.
+bool IsKnownDType(int number);
+
+// Size of one element in bytes; 0 for kUnspecified.
+int64_t DTypeSize(DType dtype);
+
+// Lower-case name as used in docs, the CLI and Redis records: "float32",
+// "bfloat16", "complex64", "bool", ...
+std::string_view DTypeName(DType dtype);
+
+// Inverse of DTypeName; nullopt for an unknown name.
+std::optional<DType> DTypeFromName(std::string_view name);
+
+}  // namespace tdstore
+
+#endif  // TDSTORE_COMMON_DTYPE_H_

@@ -1,0 +1,48 @@
+// Text encodings of the records tdstore keeps in Redis hashes.
+//
+// Leaf record (field of <ns>:{id}:leaves, keyed by encoded path):
+//   "dtype=float32;shape=100,84;gen=7"
+// Pending-write record (field of <ns>:{id}:pending, keyed by generation):
+//   "expires_ms=1764480000000;dtype=float32;shape=100,84;gen=7"
+// Formats are `key=value` pairs joined by ';' so they are readable in
+// redis-cli and extensible: decoders ignore keys they do not know.
+//
+// Pure code, no I/O. Safe to call from any thread.
+#ifndef TDSTORE_COMMON_RECORDS_H_
+#define TDSTORE_COMMON_RECORDS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "common/dtype.h"
+#include "common/shape.h"
+
+namespace tdstore {
+
+struct LeafRecord {
+  DType dtype = DType::kUnspecified;
+  Shape shape;  // full shape, batch dims first
+  int64_t generation = 0;
+
+  bool operator==(const LeafRecord& o) const {
+    return dtype == o.dtype && shape == o.shape && generation == o.generation;
+  }
+};
+
+std::string EncodeLeafRecord(const LeafRecord& record);
+// DATA_LOSS for a malformed record (Redis holds something we did not write).
+absl::StatusOr<LeafRecord> DecodeLeafRecord(std::string_view text);
+
+struct PendingRecord {
+  int64_t expires_ms = 0;  // unix time after which a sweeper may delete it
+  LeafRecord leaf;
+};
+
+std::string EncodePendingRecord(const PendingRecord& record);
+absl::StatusOr<PendingRecord> DecodePendingRecord(std::string_view text);
+
+}  // namespace tdstore
+
+#endif  // TDSTORE_COMMON_RECORDS_H_

@@ -1,0 +1,23 @@
+# Writes OUT: a C++ file defining one string constant per LUA_DIR/*.lua,
+# tdstore::lua::k<Name> where <Name> is the file name in CamelCase
+# (commit_leaves.lua -> kCommitLeaves). Run with cmake -P.
+file(GLOB files ${LUA_DIR}/*.lua)
+list(SORT files)
+set(body "// Generated from server/lua/*.lua by server/embed_lua.cmake. Do not edit.\n")
+string(APPEND body "#include \"server/store/lua_scripts.h\"\n\nnamespace tdstore::lua {\n")
+foreach(f ${files})
+  get_filename_component(stem ${f} NAME_WE)
+  string(REPLACE "_" ";" words ${stem})
+  set(name "k")
+  foreach(w ${words})
+    string(SUBSTRING ${w} 0 1 first)
+    string(TOUPPER ${first} first)
+    string(SUBSTRING ${w} 1 -1 rest)
+    string(APPEND name "${first}${rest}")
+  endforeach()
+  file(READ ${f} text)
+  string(APPEND body "const char ${name}[] = R\"tdlua(${text})tdlua\";\n")
+endforeach()
+string(APPEND body "}  // namespace tdstore::lua\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

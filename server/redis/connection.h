@@ -1,0 +1,70 @@
+// One blocking connection to one Redis server (hiredis).
+//
+// Commands may be pipelined: Append() queues a command without I/O,
+// GetReply() flushes what is queued and returns the next reply in order.
+//
+// Error model: a Redis error reply (-ERR, -NOSCRIPT, ...) is a *successful*
+// call returning a Reply with is_error(); only transport problems (refused,
+// reset, timeout, protocol error) are UNAVAILABLE. After a transport error the
+// connection is broken() and must be dropped: its pipeline state is unknown.
+//
+// Not thread-safe: one thread at a time (ConnectionPool hands them out).
+#ifndef TDSTORE_SERVER_REDIS_CONNECTION_H_
+#define TDSTORE_SERVER_REDIS_CONNECTION_H_
+
+#include <chrono>
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "server/redis/redis_address.h"
+#include "server/redis/reply.h"
+
+struct redisContext;
+
+namespace tdstore::redis {
+
+struct ConnectOptions {
+  std::chrono::milliseconds connect_timeout{2000};
+  // Read/write timeout of every command; a stuck Redis turns into UNAVAILABLE.
+  std::chrono::milliseconds io_timeout{30000};
+};
+
+class Connection {
+ public:
+  // Connects, then AUTH (when the address has a password) and SELECT (when
+  // db != 0). UNAVAILABLE if Redis cannot be reached; PERMISSION_DENIED or
+  // UNAUTHENTICATED if AUTH fails. Messages never contain the password.
+  static absl::StatusOr<std::unique_ptr<Connection>> Open(const RedisAddress& address,
+                                                          const ConnectOptions& options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // One command, one round trip (flushes anything appended before and
+  // returns *this* command's reply only if nothing was pending: callers do
+  // not mix Call with an unfinished pipeline). argv is copied before return.
+  absl::StatusOr<Reply> Call(absl::Span<const std::string_view> argv);
+
+  // Queues a command; no I/O. argv is copied before return.
+  absl::Status Append(absl::Span<const std::string_view> argv);
+  // Flushes queued commands and blocks for the next reply.
+  absl::StatusOr<Reply> GetReply();
+  // Commands appended whose replies have not been read.
+  int pending() const { return pending_; }
+
+  bool broken() const { return broken_; }
+
+ private:
+  explicit Connection(redisContext* ctx) : ctx_(ctx) {}
+  absl::Status TransportError(std::string_view what);
+
+  redisContext* ctx_;
+  int pending_ = 0;
+  bool broken_ = false;
+};
+
+}  // namespace tdstore::redis
+
+#endif  // TDSTORE_SERVER_REDIS_CONNECTION_H_

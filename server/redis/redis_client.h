@@ -1,0 +1,74 @@
+// The daemon's door to Redis: commands, scripts and pipelines, routed by key.
+//
+// The store layer talks only to RedisClient and Pipeline, never to a raw
+// connection, so the same store code serves standalone Redis today and Redis
+// Cluster later (a cluster client routes each command by its routing key's
+// hash slot; the standalone client ignores the key).
+//
+// Error model (all calls): a transport failure or a Redis that cannot be
+// reached is UNAVAILABLE (retryable); an error reply from Redis is returned as
+// INTERNAL with Redis' message, except where a call says otherwise.
+//
+// Thread safety: RedisClient is thread-safe; each Pipeline belongs to one
+// thread at a time.
+#ifndef TDSTORE_SERVER_REDIS_REDIS_CLIENT_H_
+#define TDSTORE_SERVER_REDIS_REDIS_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "server/redis/reply.h"
+#include "server/redis/script.h"
+
+namespace tdstore::redis {
+
+// Commands sent in order whose replies are read in order. At most
+// `max_outstanding` commands wait for replies at any time: Send() blocks
+// reading (and buffering) older replies when the window is full, so memory
+// stays bounded whatever the pipeline's length.
+class Pipeline {
+ public:
+  virtual ~Pipeline() = default;
+
+  // Queues argv (copied before return) for the node serving routing_key.
+  virtual absl::Status Send(std::string_view routing_key,
+                            absl::Span<const std::string_view> argv) = 0;
+  // The reply of the oldest command not yet received. Error replies come
+  // back as a Reply with is_error(), not as a failed status; a failed status
+  // means the transport broke and the pipeline is unusable.
+  virtual absl::StatusOr<Reply> Receive() = 0;
+  // Commands sent whose replies have not been Received.
+  virtual int outstanding() const = 0;
+};
+
+class RedisClient {
+ public:
+  virtual ~RedisClient() = default;
+
+  // Runs one command on the node serving routing_key. Error replies are
+  // returned as a Reply with is_error().
+  virtual absl::StatusOr<Reply> Call(std::string_view routing_key,
+                                     absl::Span<const std::string_view> argv) = 0;
+
+  // EVALSHA script with keys and args (all keys must share one slot; keys[0]
+  // routes). On NOSCRIPT, loads the script and retries once. An error reply
+  // raised by the script comes back as a Reply with is_error().
+  virtual absl::StatusOr<Reply> Eval(const Script& script,
+                                     absl::Span<const std::string_view> keys,
+                                     absl::Span<const std::string_view> args) = 0;
+
+  // A new pipeline; see Pipeline.
+  virtual absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) = 0;
+
+  // "standalone redis://host:port" or similar, for logs and health output
+  // (never contains a password).
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace tdstore::redis
+
+#endif  // TDSTORE_SERVER_REDIS_REDIS_CLIENT_H_
