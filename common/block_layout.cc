@@ -1,1 +1,115 @@
-// placeholder
+#include "common/block_layout.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/shape.h"
+
+namespace tdstore {
+
+absl::StatusOr<BlockLayout> BlockLayout::Make(absl::Span<const int64_t> batch_shape,
+                                              absl::Span<const int64_t> leaf_shape,
+                                              int64_t elem_size, int64_t rows_per_block,
+                                              int64_t part_bytes) {
+  if (rows_per_block < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows_per_block must be at least 1, got ", rows_per_block));
+  }
+  if (part_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("part_bytes must be at least 1, got ", part_bytes));
+  }
+  if (elem_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("element size must be at least 1, got ", elem_size));
+  }
+  if (absl::Status s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
+  if (absl::Status s = ValidateShape(leaf_shape, "leaf shape"); !s.ok()) return s;
+  if (!HasPrefix(leaf_shape, batch_shape)) {
+    return absl::InvalidArgumentError(absl::StrCat("leaf shape ", ShapeToString(leaf_shape),
+                                                   " does not start with the batch shape ",
+                                                   ShapeToString(batch_shape)));
+  }
+
+  BlockLayout layout;
+  absl::StatusOr<int64_t> total = ByteSize(leaf_shape, elem_size);
+  if (!total.ok()) return total.status();
+  layout.total_bytes_ = *total;
+  layout.part_bytes_ = part_bytes;
+
+  if (batch_shape.empty()) {
+    // No rows to group: one-byte rows and part-sized blocks give exactly one
+    // part per block, which is the documented "piece p in block p" layout.
+    layout.rows_ = layout.total_bytes_;
+    layout.row_bytes_ = 1;
+    layout.rows_per_block_ = part_bytes;
+    return layout;
+  }
+
+  // Computed on its own (not total / rows) because rows may be 0. It cannot
+  // overflow when total does not, except for empty leaves with huge rows,
+  // which we reject like any other overflow.
+  absl::StatusOr<int64_t> row_bytes = ByteSize(leaf_shape.subspan(1), elem_size);
+  if (!row_bytes.ok()) return row_bytes.status();
+  layout.rows_ = batch_shape[0];
+  layout.row_bytes_ = *row_bytes;
+  layout.rows_per_block_ = rows_per_block;
+  return layout;
+}
+
+// Row counts are used instead of rows_per_block * row_bytes throughout: that
+// product may overflow when rows_per_block exceeds the number of rows, while
+// any quantity bounded by the leaf's size cannot.
+
+int64_t BlockLayout::block_count() const {
+  if (total_bytes_ == 0) return 0;
+  return rows_ / rows_per_block_ + (rows_ % rows_per_block_ != 0 ? 1 : 0);
+}
+
+int64_t BlockLayout::block_bytes(int64_t block) const {
+  if (block < 0 || block >= block_count()) return 0;
+  const int64_t first_row = block * rows_per_block_;
+  return std::min(rows_per_block_, rows_ - first_row) * row_bytes_;
+}
+
+int64_t BlockLayout::part_count(int64_t block) const {
+  const int64_t bytes = block_bytes(block);
+  return bytes / part_bytes_ + (bytes % part_bytes_ != 0 ? 1 : 0);
+}
+
+int64_t BlockLayout::part_size(int64_t block, int64_t part) const {
+  if (part < 0 || part >= part_count(block)) return 0;
+  return std::min(part_bytes_, block_bytes(block) - part * part_bytes_);
+}
+
+void BlockLayout::ForEachSegment(int64_t offset, int64_t length, int64_t max_piece,
+                                 const std::function<void(const Segment&)>& fn) const {
+  // A range outside the leaf is a caller bug; yield nothing rather than
+  // pieces of keys that do not exist. (Written so that offset + length
+  // cannot overflow.)
+  if (offset < 0 || length < 0 || max_piece < 1 || offset > total_bytes_ ||
+      length > total_bytes_ - offset) {
+    return;
+  }
+  const int64_t end = offset + length;
+  int64_t pos = offset;
+  while (pos < end) {
+    const int64_t block = pos / row_bytes_ / rows_per_block_;
+    const int64_t in_block = pos - block_offset(block);
+    const int64_t part = in_block / part_bytes_;
+    const int64_t in_part = in_block - part * part_bytes_;
+    const int64_t left_in_part = part_size(block, part) - in_part;
+    const int64_t piece = std::min({end - pos, left_in_part, max_piece});
+
+    Segment segment;
+    segment.block = block;
+    segment.part = part;
+    segment.offset_in_part = in_part;
+    segment.length = piece;
+    segment.leaf_offset = pos;
+    fn(segment);
+    pos += piece;
+  }
+}
+
+}  // namespace tdstore

@@ -1,0 +1,33 @@
+-- Removes leaves, each named exactly or by a prefix (its whole subtree).
+-- KEYS[1] meta, KEYS[2] leaves, KEYS[3] pending (same slot: {dict_id}).
+-- ARGV: encoded paths. All are checked before anything is removed.
+-- Returns {version, path_1, record_1, ...} of the removed leaves. Their
+-- generations are parked in the pending hash as already expired, as in
+-- commit_leaves.lua: the caller deletes the blocks, then the entries. Errors: TDNOTFOUND <path> if a path matches nothing.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return redis.error_reply('TDNOTFOUND the dict was deleted')
+end
+local all = redis.call('HGETALL', KEYS[2])
+local doomed = {}
+for _, p in ipairs(ARGV) do
+  local hit = false
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if f == p or string.sub(f, 1, #p + 1) == p .. '/' then
+      doomed[f] = all[i + 1]
+      hit = true
+    end
+  end
+  if not hit then
+    return redis.error_reply('TDNOTFOUND ' .. p)
+  end
+end
+local out = {0}
+for f, rec in pairs(doomed) do
+  redis.call('HDEL', KEYS[2], f)
+  redis.call('HSET', KEYS[3], string.match(rec, 'gen=(%d+)'), 'expires_ms=0;' .. rec)
+  out[#out + 1] = f
+  out[#out + 1] = rec
+end
+out[1] = redis.call('HINCRBY', KEYS[1], 'version', 1)
+return out

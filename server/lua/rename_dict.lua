@@ -1,0 +1,16 @@
+-- Renames a dict in the catalog atomically.
+-- KEYS[1] catalog hash. ARGV[1] old name, ARGV[2] new name.
+-- Returns the dict id. Errors: TDNOTFOUND, TDEXISTS.
+local id = redis.call('HGET', KEYS[1], ARGV[1])
+if not id then
+  return redis.error_reply('TDNOTFOUND')
+end
+if ARGV[1] == ARGV[2] then
+  return id
+end
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
+  return redis.error_reply('TDEXISTS')
+end
+redis.call('HSET', KEYS[1], ARGV[2], id)
+redis.call('HDEL', KEYS[1], ARGV[1])
+return id

@@ -1,1 +1,194 @@
-// placeholder
+// One blocking hiredis connection. See connection.h for the error model.
+#include "server/redis/connection.h"
+
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <sys/time.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace tdstore::redis {
+namespace {
+
+timeval ToTimeval(std::chrono::milliseconds ms) {
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
+  return tv;
+}
+
+// hiredis writes with write(2): on a socket the peer has closed that raises
+// SIGPIPE, whose default action kills the daemon. Ignore it once, process
+// wide, unless the program installed its own handler; the write then fails
+// with EPIPE and becomes UNAVAILABLE like any other transport error.
+void IgnoreSigpipeOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current;
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
+// Where a context is connected, for messages. Built from the context, not
+// from the RedisAddress, so it cannot contain credentials.
+std::string Where(const redisContext* ctx) {
+  if (ctx->connection_type == REDIS_CONN_UNIX) {
+    return std::string("unix://") + (ctx->unix_sock.path ? ctx->unix_sock.path : "?");
+  }
+  return std::string("redis://") + (ctx->tcp.host ? ctx->tcp.host : "?") + ":" +
+         std::to_string(ctx->tcp.port);
+}
+
+// Runs one command during Open(), before the Connection exists.
+absl::StatusOr<Reply> Handshake(redisContext* ctx, const std::string& where,
+                                const std::vector<std::string_view>& argv) {
+  std::vector<const char*> ptrs;
+  std::vector<size_t> lens;
+  for (std::string_view a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  void* raw = redisCommandArgv(ctx, static_cast<int>(argv.size()), ptrs.data(), lens.data());
+  if (raw == nullptr) {
+    // argv[0] is the command name; never the arguments (AUTH's password).
+    return absl::UnavailableError(where + ": " + std::string(argv[0]) + ": " + ctx->errstr);
+  }
+  return Reply(static_cast<redisReply*>(raw));
+}
+
+// Maps an error reply to AUTH/SELECT/PING during Open(). Redis' messages
+// never echo the password.
+absl::Status HandshakeError(const std::string& where, std::string_view step, const Reply& reply) {
+  const std::string message = where + ": " + std::string(step) + ": " + std::string(reply.str());
+  if (reply.str().substr(0, 6) == "NOAUTH") return absl::UnauthenticatedError(message);
+  if (step == "AUTH") return absl::PermissionDeniedError(message);  // WRONGPASS and the like
+  if (step == "SELECT") return absl::InvalidArgumentError(message);
+  return absl::UnavailableError(message);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const RedisAddress& address,
+                                                             const ConnectOptions& options) {
+  IgnoreSigpipeOnce();
+  // A non-positive connect timeout means "no timeout" (hiredis would treat
+  // a zero timeval as "give up immediately").
+  const bool timed = options.connect_timeout.count() > 0;
+  redisContext* ctx = nullptr;
+  if (address.kind == RedisAddress::Kind::kUnix) {
+    ctx = timed ? redisConnectUnixWithTimeout(address.path.c_str(),
+                                              ToTimeval(options.connect_timeout))
+                : redisConnectUnix(address.path.c_str());
+  } else {
+    ctx = timed ? redisConnectWithTimeout(address.host.c_str(), address.port,
+                                          ToTimeval(options.connect_timeout))
+                : redisConnect(address.host.c_str(), address.port);
+  }
+  if (ctx == nullptr) {
+    return absl::UnavailableError(address.Redacted() + ": cannot allocate a hiredis context");
+  }
+  // From here on the Connection owns ctx and frees it on every early return.
+  std::unique_ptr<Connection> conn(new Connection(ctx));
+  const std::string where = address.Redacted();
+  if (ctx->err != 0) {
+    return absl::UnavailableError(where + ": connect: " + ctx->errstr);
+  }
+  if (options.io_timeout.count() > 0 &&
+      redisSetTimeout(ctx, ToTimeval(options.io_timeout)) != REDIS_OK) {
+    return absl::UnavailableError(where + ": setting the I/O timeout: " + ctx->errstr);
+  }
+  if (address.kind == RedisAddress::Kind::kTcp) {
+    // Detects a peer that vanished without closing (host down, network
+    // partition) on idle pooled connections. Best effort.
+    redisEnableKeepAlive(ctx);
+  }
+
+  if (!address.password.empty()) {
+    std::vector<std::string_view> auth = {"AUTH"};
+    if (!address.user.empty()) auth.push_back(address.user);
+    auth.push_back(address.password);
+    auto reply = Handshake(ctx, where, auth);
+    if (!reply.ok()) return reply.status();
+    if (reply->is_error()) return HandshakeError(where, "AUTH", *reply);
+  }
+  if (address.db != 0) {
+    const std::string db = std::to_string(address.db);
+    auto reply = Handshake(ctx, where, {"SELECT", db});
+    if (!reply.ok()) return reply.status();
+    if (reply->is_error()) return HandshakeError(where, "SELECT", *reply);
+  }
+  if (address.password.empty() && address.db == 0) {
+    // Nothing above talked to the server yet. One PING proves it is a Redis
+    // that accepts us: a password-protected one answers NOAUTH here, once,
+    // instead of failing every later command with an error reply.
+    auto reply = Handshake(ctx, where, {"PING"});
+    if (!reply.ok()) return reply.status();
+    if (reply->is_error()) return HandshakeError(where, "PING", *reply);
+  }
+  return conn;
+}
+
+Connection::~Connection() {
+  if (ctx_ != nullptr) redisFree(ctx_);
+}
+
+absl::Status Connection::TransportError(std::string_view what) {
+  broken_ = true;
+  return absl::UnavailableError(Where(ctx_) + ": " + std::string(what) + ": " +
+                                (ctx_->err != 0 ? ctx_->errstr : "connection broken"));
+}
+
+absl::StatusOr<Reply> Connection::Call(absl::Span<const std::string_view> argv) {
+  if (pending_ > 0) {
+    // GetReply would return the reply of an older, pipelined command.
+    return absl::FailedPreconditionError("Connection::Call with " + std::to_string(pending_) +
+                                         " pipelined replies not yet read");
+  }
+  if (absl::Status s = Append(argv); !s.ok()) return s;
+  return GetReply();
+}
+
+absl::Status Connection::Append(absl::Span<const std::string_view> argv) {
+  if (broken_) return TransportError("append");
+  if (argv.empty()) return absl::InvalidArgumentError("empty Redis command");
+  // hiredis copies the arguments into its output buffer before returning.
+  std::vector<const char*> ptrs(argv.size());
+  std::vector<size_t> lens(argv.size());
+  for (size_t i = 0; i < argv.size(); ++i) {
+    ptrs[i] = argv[i].data();
+    lens[i] = argv[i].size();
+  }
+  if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) !=
+      REDIS_OK) {
+    return TransportError("append");
+  }
+  ++pending_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Reply> Connection::GetReply() {
+  if (broken_) return TransportError("read");
+  if (pending_ == 0) {
+    // Reading now would block until the I/O timeout for nothing.
+    return absl::FailedPreconditionError("Connection::GetReply with no command pending");
+  }
+  // Flush everything queued first, even when an older reply is already
+  // buffered (redisGetReply alone would not), so Redis starts on the
+  // whole window while we consume replies.
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return TransportError("write");
+  }
+  void* raw = nullptr;
+  if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return TransportError("read");
+  --pending_;
+  return Reply(static_cast<redisReply*>(raw));
+}
+
+}  // namespace tdstore::redis

@@ -1,1 +1,53 @@
-// placeholder
+#include "server/service/proto_convert.h"
+
+#include <string>
+
+#include "common/str_cat.h"
+
+namespace tdstore::service {
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::StatusOr<LeafPath> FromProto(const v1::Path& path) {
+  LeafPath out(path.components().begin(), path.components().end());
+  if (auto s = ValidatePath(out); !s.ok()) return s;
+  return out;
+}
+
+void ToProto(const LeafPath& path, v1::Path* out) {
+  for (const std::string& c : path) out->add_components(c);
+}
+
+absl::StatusOr<DType> FromProto(v1::DType dtype) {
+  if (!IsKnownDType(static_cast<int>(dtype))) {
+    return absl::InvalidArgumentError(StrCat("unknown dtype number ", static_cast<int>(dtype)));
+  }
+  return static_cast<DType>(dtype);
+}
+
+Shape ShapeFromProto(const google::protobuf::RepeatedField<int64_t>& dims) {
+  return Shape(dims.begin(), dims.end());
+}
+
+void ToProto(const store::Leaf& leaf, v1::LeafInfo* out) {
+  ToProto(leaf.path, out->mutable_path());
+  out->set_dtype(static_cast<v1::DType>(leaf.record.dtype));
+  for (int64_t d : leaf.record.shape) out->add_shape(d);
+  auto bytes = ByteSize(leaf.record.shape, DTypeSize(leaf.record.dtype));
+  out->set_byte_size(bytes.ok() ? *bytes : -1);
+}
+
+void ToProto(const store::DictSchema& schema, v1::DictInfo* out) {
+  out->set_name(schema.meta.name);
+  out->set_id(schema.meta.id);
+  for (int64_t d : schema.meta.batch_shape) out->add_batch_shape(d);
+  for (const auto& [_, leaf] : schema.leaves) ToProto(leaf, out->add_leaves());
+  out->set_rows_per_block(schema.meta.rows_per_block);
+  out->set_part_bytes(schema.meta.part_bytes);
+  out->set_version(schema.meta.version);
+}
+
+}  // namespace tdstore::service

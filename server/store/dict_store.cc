@@ -1,1 +1,270 @@
-// placeholder
+#include "server/store/dict_store.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "common/str_cat.h"
+#include "server/store/lua_scripts.h"
+#include "server/store/redis_errors.h"
+
+namespace tdstore::store {
+
+namespace {
+
+// Validation shared by create and rename.
+absl::Status CheckName(std::string_view name) { return ValidateDictName(name); }
+
+absl::Status NotFoundDict(std::string_view name) {
+  return absl::NotFoundError(StrCat("dict '", name, "' does not exist"));
+}
+
+}  // namespace
+
+DictStore::DictStore(redis::RedisClient* redis, StoreOptions options)
+    : redis_(redis), options_(std::move(options)), keys_(options_.ns) {}
+
+absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Shape& batch_shape,
+                                                 int64_t rows_per_block, int64_t part_bytes) {
+  if (auto s = CheckName(name); !s.ok()) return s;
+  if (auto s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
+  if (rows_per_block < 0 || part_bytes < 0) {
+    return absl::InvalidArgumentError("rows_per_block and part_bytes must be >= 0");
+  }
+  if (rows_per_block == 0) rows_per_block = options_.default_rows_per_block;
+  if (part_bytes == 0) part_bytes = options_.default_part_bytes;
+  // Redis strings stop at 512 MB; keep parts well below.
+  if (part_bytes > (256ll << 20)) {
+    return absl::InvalidArgumentError("part_bytes must be at most 256 MiB");
+  }
+
+  // Allocate an id, write the meta record, then publish the name: a dict
+  // visible in the catalog always has its meta.
+  const std::string counter = keys_.DictIdCounter();
+  auto id_reply = redis_->Call(counter, {"INCR", counter});
+  if (!id_reply.ok()) return id_reply.status();
+  if (auto s = ReplyStatus(*id_reply, "allocate dict id"); !s.ok()) return s;
+  const std::string id = StrCat(id_reply->integer());
+
+  const std::string meta_key = keys_.Meta(id);
+  const std::string shape_csv = ShapeToCsv(batch_shape);
+  const std::string rpb = StrCat(rows_per_block);
+  const std::string pb = StrCat(part_bytes);
+  auto meta_reply = redis_->Call(
+      meta_key, {"HSET", meta_key, kMetaFormat, "1", kMetaName, name, kMetaBatchShape, shape_csv,
+                 kMetaRowsPerBlock, rpb, kMetaPartBytes, pb, kMetaVersion, "0", kMetaNextGen, "0"});
+  if (!meta_reply.ok()) return meta_reply.status();
+  if (auto s = ReplyStatus(*meta_reply, "write dict meta"); !s.ok()) return s;
+
+  const std::string catalog = keys_.Catalog();
+  auto publish = redis_->Call(catalog, {"HSETNX", catalog, name, id});
+  if (!publish.ok() || publish->is_error() || publish->integer() == 0) {
+    // Name taken (or Redis failed): take back the meta we wrote.
+    (void)redis_->Call(meta_key, {"DEL", meta_key});
+    if (!publish.ok()) return publish.status();
+    if (auto s = ReplyStatus(*publish, "publish dict"); !s.ok()) return s;
+    return absl::AlreadyExistsError(StrCat("dict '", name, "' already exists"));
+  }
+
+  DictSchema schema;
+  schema.meta = DictMeta{id, std::string(name), batch_shape, rows_per_block, part_bytes, 0};
+  return schema;
+}
+
+absl::StatusOr<std::string> DictStore::LookupId(std::string_view name) {
+  if (auto s = CheckName(name); !s.ok()) return s;
+  const std::string catalog = keys_.Catalog();
+  auto reply = redis_->Call(catalog, {"HGET", catalog, name});
+  if (!reply.ok()) return reply.status();
+  if (auto s = ReplyStatus(*reply, "look up dict"); !s.ok()) return s;
+  if (reply->is_nil()) return NotFoundDict(name);
+  return std::string(reply->str());
+}
+
+absl::StatusOr<DictSchema> DictStore::LoadDictById(const std::string& id) {
+  const std::string meta_key = keys_.Meta(id);
+  const std::string leaves_key = keys_.Leaves(id);
+  // Both keys share the slot {id}: one pipeline, one round trip.
+  auto pipe = redis_->NewPipeline(2);
+  if (!pipe.ok()) return pipe.status();
+  if (auto s = (*pipe)->Send(meta_key, {"HGETALL", meta_key}); !s.ok()) return s;
+  if (auto s = (*pipe)->Send(leaves_key, {"HGETALL", leaves_key}); !s.ok()) return s;
+  auto meta = (*pipe)->Receive();
+  if (!meta.ok()) return meta.status();
+  auto leaves = (*pipe)->Receive();
+  if (!leaves.ok()) return leaves.status();
+  if (auto s = ReplyStatus(*meta, "read dict meta"); !s.ok()) return s;
+  if (auto s = ReplyStatus(*leaves, "read leaf registry"); !s.ok()) return s;
+  return ParseSchema(id, StringArray(*meta), StringArray(*leaves));
+}
+
+absl::StatusOr<DictSchema> DictStore::LoadDict(std::string_view name) {
+  auto id = LookupId(name);
+  if (!id.ok()) return id.status();
+  auto schema = LoadDictById(*id);
+  // The catalog named it but its meta is gone: deleted in between.
+  if (absl::IsNotFound(schema.status())) return NotFoundDict(name);
+  if (schema.ok()) schema->meta.name = std::string(name);
+  return schema;
+}
+
+absl::StatusOr<std::vector<std::string>> DictStore::ListDicts() {
+  const std::string catalog = keys_.Catalog();
+  auto reply = redis_->Call(catalog, {"HKEYS", catalog});
+  if (!reply.ok()) return reply.status();
+  if (auto s = ReplyStatus(*reply, "list dicts"); !s.ok()) return s;
+  std::vector<std::string> names = StringArray(*reply);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<std::vector<std::string>> DictStore::ListDictIds() {
+  const std::string catalog = keys_.Catalog();
+  auto reply = redis_->Call(catalog, {"HVALS", catalog});
+  if (!reply.ok()) return reply.status();
+  if (auto s = ReplyStatus(*reply, "list dict ids"); !s.ok()) return s;
+  return StringArray(*reply);
+}
+
+absl::Status DictStore::DeleteDict(std::string_view name) {
+  auto schema = LoadDict(name);
+  if (!schema.ok()) return schema.status();
+  const std::string& id = schema->meta.id;
+
+  // 1. Unpublish. HDEL returning 0 means a concurrent delete won the race.
+  const std::string catalog = keys_.Catalog();
+  auto unpublish = redis_->Call(catalog, {"HDEL", catalog, name});
+  if (!unpublish.ok()) return unpublish.status();
+  if (auto s = ReplyStatus(*unpublish, "unpublish dict"); !s.ok()) return s;
+  if (unpublish->integer() == 0) return NotFoundDict(name);
+
+  // 2. Delete meta first: from now on begin_write and commit_leaves fail, so
+  //    no new generation can appear. Then read what is left to delete.
+  const std::string meta_key = keys_.Meta(id);
+  const std::string leaves_key = keys_.Leaves(id);
+  const std::string pending_key = keys_.Pending(id);
+  auto del_meta = redis_->Call(meta_key, {"DEL", meta_key});
+  if (!del_meta.ok()) return del_meta.status();
+
+  auto leaves = redis_->Call(leaves_key, {"HGETALL", leaves_key});
+  if (!leaves.ok()) return leaves.status();
+  auto pending = redis_->Call(pending_key, {"HGETALL", pending_key});
+  if (!pending.ok()) return pending.status();
+
+  // 3. Data blocks of every committed and every pending generation.
+  std::vector<std::string> leaf_fields = StringArray(*leaves);
+  for (size_t i = 0; i + 1 < leaf_fields.size(); i += 2) {
+    auto record = DecodeLeafRecord(leaf_fields[i + 1]);
+    if (!record.ok()) continue;  // unreadable: nothing we can locate
+    if (auto s = DeleteGeneration(schema->meta, *record); !s.ok()) return s;
+  }
+  std::vector<std::string> pending_fields = StringArray(*pending);
+  for (size_t i = 0; i + 1 < pending_fields.size(); i += 2) {
+    auto record = DecodePendingRecord(pending_fields[i + 1]);
+    int64_t gen = 0;
+    if (!record.ok() || !absl::SimpleAtoi(pending_fields[i], &gen)) continue;
+    record->leaf.generation = gen;
+    if (auto s = DeleteGeneration(schema->meta, record->leaf); !s.ok()) return s;
+  }
+
+  // 4. The registry itself.
+  auto del = redis_->Call(leaves_key, {"DEL", leaves_key, pending_key});
+  if (!del.ok()) return del.status();
+  return ReplyStatus(*del, "delete dict registry");
+}
+
+absl::StatusOr<DictSchema> DictStore::RenameDict(std::string_view name,
+                                                 std::string_view new_name) {
+  if (auto s = CheckName(name); !s.ok()) return s;
+  if (auto s = CheckName(new_name); !s.ok()) return s;
+  const std::string catalog = keys_.Catalog();
+  auto reply = redis_->Eval(GetScripts().rename_dict, {catalog}, {name, new_name});
+  if (!reply.ok()) return reply.status();
+  std::string_view tag = ErrorTag(*reply);
+  if (tag == "TDNOTFOUND") return NotFoundDict(name);
+  if (tag == "TDEXISTS") {
+    return absl::AlreadyExistsError(StrCat("dict '", new_name, "' already exists"));
+  }
+  if (auto s = ReplyStatus(*reply, "rename dict"); !s.ok()) return s;
+  const std::string id(reply->str());
+  // The meta's name is informational (the catalog is the truth); keep it in
+  // step for people reading Redis.
+  const std::string meta_key = keys_.Meta(id);
+  (void)redis_->Call(meta_key, {"HSET", meta_key, kMetaName, new_name});
+  return LoadDict(new_name);
+}
+
+absl::StatusOr<std::vector<LeafPath>> DictStore::DeleteLeaves(std::string_view name,
+                                                               const std::vector<LeafPath>& paths) {
+  if (paths.empty()) return absl::InvalidArgumentError("no paths to delete");
+  std::vector<std::string> encoded;
+  for (const LeafPath& p : paths) {
+    if (auto s = ValidatePath(p); !s.ok()) return s;
+    encoded.push_back(EncodePath(p));
+  }
+  auto schema = LoadDict(name);
+  if (!schema.ok()) return schema.status();
+  const std::string meta_key = keys_.Meta(schema->meta.id);
+  const std::string leaves_key = keys_.Leaves(schema->meta.id);
+  const std::string pending_key = keys_.Pending(schema->meta.id);
+  std::vector<std::string_view> args(encoded.begin(), encoded.end());
+  auto reply =
+      redis_->Eval(GetScripts().delete_leaves, {meta_key, leaves_key, pending_key}, args);
+  if (!reply.ok()) return reply.status();
+  if (ErrorTag(*reply) == "TDNOTFOUND") {
+    std::string_view detail = ErrorDetail(*reply);
+    auto path = DecodePath(detail);
+    if (!path.ok()) return NotFoundDict(name);
+    return absl::NotFoundError(StrCat("dict '", name, "' has no leaf or sub-dict '",
+                                            PathToDisplay(*path), "'"));
+  }
+  if (auto s = ReplyStatus(*reply, "delete leaves"); !s.ok()) return s;
+
+  std::vector<LeafPath> removed;
+  for (size_t i = 1; i + 1 < reply->size(); i += 2) {
+    auto path = DecodePath((*reply)[i].str());
+    auto record = DecodeLeafRecord((*reply)[i + 1].str());
+    if (!path.ok() || !record.ok()) continue;
+    if (auto s = DropRetired(schema->meta, *record); !s.ok()) return s;
+    removed.push_back(*std::move(path));
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
+absl::Status DictStore::DeleteGeneration(const DictSchema& schema, const LeafRecord& record) {
+  return DeleteGeneration(schema.meta, record);
+}
+
+absl::Status DictStore::DeleteGeneration(const DictMeta& meta, const LeafRecord& record) {
+  auto layout = BlockLayout::Make(meta.batch_shape, record.shape, DTypeSize(record.dtype),
+                                  meta.rows_per_block, meta.part_bytes);
+  if (!layout.ok()) return layout.status();
+  if (layout->block_count() == 0) return absl::OkStatus();
+  auto pipe = redis_->NewPipeline(options_.pipeline_depth * 4);
+  if (!pipe.ok()) return pipe.status();
+  // One UNLINK per key: keys of different blocks live in different slots.
+  for (int64_t b = 0; b < layout->block_count(); ++b) {
+    for (int64_t p = 0; p < layout->part_count(b); ++p) {
+      const std::string key = keys_.BlockPart(meta.id, b, record.generation, p);
+      if (auto s = (*pipe)->Send(key, {"UNLINK", key}); !s.ok()) return s;
+    }
+  }
+  while ((*pipe)->outstanding() > 0) {
+    auto reply = (*pipe)->Receive();
+    if (!reply.ok()) return reply.status();
+    if (auto s = ReplyStatus(*reply, "delete blocks"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DictStore::DropRetired(const DictMeta& meta, const LeafRecord& record) {
+  if (auto s = DeleteGeneration(meta, record); !s.ok()) return s;
+  const std::string pending_key = keys_.Pending(meta.id);
+  auto reply = redis_->Call(pending_key,
+                            {"HDEL", pending_key, StrCat(record.generation)});
+  if (!reply.ok()) return reply.status();
+  return ReplyStatus(*reply, "drop retired generation");
+}
+
+}  // namespace tdstore::store

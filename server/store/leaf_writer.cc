@@ -1,1 +1,272 @@
-// placeholder
+#include "server/store/leaf_writer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "common/str_cat.h"
+#include "server/store/lua_scripts.h"
+#include "server/store/redis_errors.h"
+
+namespace tdstore::store {
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Display(const LeafPath& path) { return StrCat("'", PathToDisplay(path), "'"); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WriteTxn>> WriteTxn::Begin(DictStore* store,
+                                                          std::string_view dict_name) {
+  auto schema = store->LoadDict(dict_name);
+  if (!schema.ok()) return schema.status();
+  return std::unique_ptr<WriteTxn>(new WriteTxn(store, *std::move(schema)));
+}
+
+WriteTxn::WriteTxn(DictStore* store, DictSchema schema)
+    : store_(store), schema_(std::move(schema)), last_touch_(std::chrono::steady_clock::now()) {}
+
+WriteTxn::~WriteTxn() { Abort(); }
+
+std::string WriteTxn::PendingRecordFor(const LeafRecord& record) const {
+  PendingRecord pending;
+  pending.expires_ms = NowMs() + store_->options().pending_timeout.count();
+  pending.leaf = record;
+  return EncodePendingRecord(pending);
+}
+
+absl::Status WriteTxn::Fail(absl::Status status) {
+  Abort();
+  return status;
+}
+
+absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape& shape,
+                                 int64_t byte_size) {
+  if (done_) return absl::FailedPreconditionError("write transaction already finished");
+  if (!leaves_.empty()) {
+    const PendingLeaf& prev = leaves_.back();
+    if (prev.written != prev.layout.total_bytes()) {
+      return Fail(absl::InvalidArgumentError(
+          StrCat("leaf ", Display(prev.leaf.path), ": header announced ",
+                       prev.layout.total_bytes(), " bytes but ", prev.written, " arrived")));
+    }
+  }
+
+  // --- Validate the header against the dict before touching Redis. --------
+  if (auto s = ValidatePath(path); !s.ok()) return Fail(s);
+  if (dtype == DType::kUnspecified || !IsKnownDType(static_cast<int>(dtype))) {
+    return Fail(absl::InvalidArgumentError(
+        StrCat("leaf ", Display(path), ": unknown dtype ", static_cast<int>(dtype))));
+  }
+  if (auto s = ValidateShape(shape, StrCat("shape of leaf ", Display(path))); !s.ok()) {
+    return Fail(s);
+  }
+  const Shape& batch = schema_.meta.batch_shape;
+  if (!HasPrefix(shape, batch)) {
+    return Fail(absl::InvalidArgumentError(StrCat(
+        "leaf ", Display(path), " has shape ", ShapeToString(shape),
+        " but the dict's batch shape is ", ShapeToString(batch),
+        ": a leaf's leading dims must equal the batch shape")));
+  }
+  auto expected = ByteSize(shape, DTypeSize(dtype));
+  if (!expected.ok()) return Fail(expected.status());
+  if (byte_size != *expected) {
+    return Fail(absl::InvalidArgumentError(StrCat(
+        "leaf ", Display(path), ": byte count ", byte_size, " does not match shape ",
+        ShapeToString(shape), " of ", DTypeName(dtype), " (", *expected, " bytes)")));
+  }
+  for (const PendingLeaf& other : leaves_) {
+    if (IsPathPrefix(other.leaf.path, path) || IsPathPrefix(path, other.leaf.path)) {
+      return Fail(absl::InvalidArgumentError(
+          other.leaf.path == path
+              ? StrCat("leaf ", Display(path), " appears twice in one write")
+              : StrCat("leaves ", Display(other.leaf.path), " and ", Display(path),
+                             " cannot both exist: one would be nested in the other")));
+    }
+  }
+  // Early, friendly check of nesting conflicts; commit_leaves.lua re-checks
+  // atomically against the registry as it is at commit time.
+  for (const auto& [_, existing] : schema_.leaves) {
+    if (existing.path != path &&
+        (IsPathPrefix(existing.path, path) || IsPathPrefix(path, existing.path))) {
+      return Fail(absl::FailedPreconditionError(
+          StrCat("cannot write leaf ", Display(path), ": it conflicts with leaf ",
+                       Display(existing.path), " (a path cannot be both a leaf and a sub-dict)")));
+    }
+  }
+  LeafRecord record{dtype, shape, 0};
+  auto layout = schema_.Layout(record);
+  if (!layout.ok()) return Fail(layout.status());
+
+  // --- Reserve a generation, recorded as pending. ---------------------------
+  if (auto s = DrainReplies(0); !s.ok()) return Fail(s);
+  const std::string meta_key = store_->keys().Meta(schema_.meta.id);
+  const std::string pending_key = store_->keys().Pending(schema_.meta.id);
+  auto gen = store_->redis().Eval(GetScripts().begin_write, {meta_key, pending_key},
+                                  {PendingRecordFor(record)});
+  if (!gen.ok()) return Fail(gen.status());
+  if (ErrorTag(*gen) == "TDNOTFOUND") {
+    return Fail(absl::NotFoundError(
+        StrCat("dict '", schema_.meta.name, "' was deleted during the write")));
+  }
+  if (auto s = ReplyStatus(*gen, "reserve generation"); !s.ok()) return Fail(s);
+  record.generation = gen->integer();
+  leaves_.push_back(PendingLeaf{Leaf{path, record}, *std::move(layout), 0});
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::Append(std::string_view data) {
+  if (done_) return absl::FailedPreconditionError("write transaction already finished");
+  if (leaves_.empty()) {
+    return Fail(absl::InvalidArgumentError("data arrived before any leaf header"));
+  }
+  PendingLeaf& cur = leaves_.back();
+  const int64_t size = static_cast<int64_t>(data.size());
+  if (cur.written + size > cur.layout.total_bytes()) {
+    return Fail(absl::InvalidArgumentError(
+        StrCat("leaf ", Display(cur.leaf.path), ": more data than the ",
+                     cur.layout.total_bytes(), " bytes its header announced")));
+  }
+  if (size == 0) return absl::OkStatus();
+  if (!pipe_) {
+    auto pipe = store_->redis().NewPipeline(store_->options().pipeline_depth);
+    if (!pipe.ok()) return Fail(pipe.status());
+    pipe_ = *std::move(pipe);
+  }
+
+  absl::Status status;
+  const std::string& id = schema_.meta.id;
+  const int64_t gen = cur.leaf.record.generation;
+  cur.layout.ForEachSegment(
+      cur.written, size, store_->options().window_bytes, [&](const Segment& seg) {
+        if (!status.ok()) return;
+        const std::string key = store_->keys().BlockPart(id, seg.block, gen, seg.part);
+        const std::string offset = StrCat(seg.offset_in_part);
+        std::string_view bytes =
+            data.substr(static_cast<size_t>(seg.leaf_offset - cur.written),
+                        static_cast<size_t>(seg.length));
+        status = pipe_->Send(key, {"SETRANGE", key, offset, bytes});
+        // Keep at most pipeline_depth windows in flight: bounded memory.
+        if (status.ok()) status = DrainReplies(store_->options().pipeline_depth);
+      });
+  if (!status.ok()) return Fail(status);
+  cur.written += size;
+  if (auto s = TouchPendingIfDue(); !s.ok()) return Fail(s);
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::DrainReplies(int keep_outstanding) {
+  if (!pipe_) return absl::OkStatus();
+  while (pipe_->outstanding() > keep_outstanding) {
+    auto reply = pipe_->Receive();
+    if (!reply.ok()) return reply.status();
+    if (auto s = ReplyStatus(*reply, "write block"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::TouchPendingIfDue() {
+  // A long upload keeps its pending entries fresh so the sweeper leaves it
+  // alone; a third of the timeout leaves room for a slow round trip.
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_touch_ < store_->options().pending_timeout / 3) return absl::OkStatus();
+  last_touch_ = now;
+  const std::string pending_key = store_->keys().Pending(schema_.meta.id);
+  for (const PendingLeaf& p : leaves_) {
+    auto reply = store_->redis().Eval(
+        GetScripts().touch_pending, {pending_key},
+        {StrCat(p.leaf.record.generation), PendingRecordFor(p.leaf.record)});
+    if (!reply.ok()) return reply.status();
+    if (auto s = ReplyStatus(*reply, "refresh pending write"); !s.ok()) return s;
+    if (reply->integer() == 0) {
+      return absl::AbortedError("the write was abandoned by the server (dict deleted or write "
+                                "swept after the pending timeout); retry it");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CommitResult> WriteTxn::Commit() {
+  if (done_) return absl::FailedPreconditionError("write transaction already finished");
+  if (leaves_.empty()) {
+    return Fail(absl::InvalidArgumentError("the write stream carried no leaf"));
+  }
+  const PendingLeaf& last = leaves_.back();
+  if (last.written != last.layout.total_bytes()) {
+    return Fail(absl::InvalidArgumentError(
+        StrCat("leaf ", Display(last.leaf.path), ": header announced ",
+                     last.layout.total_bytes(), " bytes but ", last.written, " arrived")));
+  }
+  if (auto s = DrainReplies(0); !s.ok()) return Fail(s);
+
+  // --- The commit: one script flips every leaf. ----------------------------
+  const KeySchema& keys = store_->keys();
+  const std::string& id = schema_.meta.id;
+  std::vector<std::string> args{StrCat(leaves_.size())};
+  for (const PendingLeaf& p : leaves_) {
+    args.push_back(EncodePath(p.leaf.path));
+    args.push_back(EncodeLeafRecord(p.leaf.record));
+    args.push_back(StrCat(p.leaf.record.generation));
+  }
+  std::vector<std::string_view> argv(args.begin(), args.end());
+  auto reply = store_->redis().Eval(GetScripts().commit_leaves,
+                                    {keys.Meta(id), keys.Leaves(id), keys.Pending(id)}, argv);
+  if (!reply.ok()) return Fail(reply.status());
+  std::string_view tag = ErrorTag(*reply);
+  if (tag == "TDNOTFOUND") {
+    return Fail(absl::NotFoundError(
+        StrCat("dict '", schema_.meta.name, "' was deleted during the write")));
+  }
+  if (tag == "TDSWEPT") {
+    return Fail(absl::AbortedError(
+        "the write took longer than the pending timeout and was swept; retry it"));
+  }
+  if (tag == "TDCONFLICT") {
+    std::string_view detail = ErrorDetail(*reply);
+    size_t nl = detail.find('\n');
+    auto a = DecodePath(detail.substr(0, nl));
+    auto b = DecodePath(nl == std::string_view::npos ? "" : detail.substr(nl + 1));
+    return Fail(absl::FailedPreconditionError(StrCat(
+        "cannot write leaf ", a.ok() ? Display(*a) : "?", ": it conflicts with leaf ",
+        b.ok() ? Display(*b) : "?", " (a path cannot be both a leaf and a sub-dict)")));
+  }
+  if (auto s = ReplyStatus(*reply, "commit leaves"); !s.ok()) return Fail(s);
+  done_ = true;  // visible now: nothing to abort any more
+  pipe_.reset();
+
+  CommitResult result;
+  result.version = (*reply)[0].integer();
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    result.written.push_back(leaves_[i].leaf);
+    std::string_view old = (*reply)[i + 1].str();
+    if (old.empty()) continue;
+    auto record = DecodeLeafRecord(old);
+    // Best effort: on failure the sweeper finds the parked entry later.
+    if (record.ok()) (void)store_->DropRetired(schema_.meta, *record);
+  }
+  return result;
+}
+
+void WriteTxn::Abort() {
+  if (done_) return;
+  done_ = true;
+  // The pipeline's state is unknown after an error; start cleanup afresh.
+  pipe_.reset();
+  const std::string pending_key = store_->keys().Pending(schema_.meta.id);
+  for (const PendingLeaf& p : leaves_) {
+    // Blocks first, then the entry: if we die in between, the sweeper still
+    // knows what to delete.
+    if (!store_->DeleteGeneration(schema_.meta, p.leaf.record).ok()) continue;
+    (void)store_->redis().Call(pending_key,
+                               {"HDEL", pending_key, StrCat(p.leaf.record.generation)});
+  }
+  leaves_.clear();
+}
+
+}  // namespace tdstore::store

@@ -1,12 +1,33 @@
 // Bodies of the Lua scripts in server/lua/, embedded at build time by
-// server/embed_lua.cmake (one constant per file, named after it).
+// server/embed_lua.cmake (one constant per file, named after it), and the
+// Script objects (with their SHA1) built from them once.
 #ifndef TDSTORE_SERVER_STORE_LUA_SCRIPTS_H_
 #define TDSTORE_SERVER_STORE_LUA_SCRIPTS_H_
 
+#include "server/redis/script.h"
+
 namespace tdstore::lua {
+extern const char kBeginWrite[];
+extern const char kClaimPending[];
 extern const char kCommitLeaves[];
 extern const char kDeleteLeaves[];
 extern const char kRenameDict[];
+extern const char kTouchPending[];
 }  // namespace tdstore::lua
+
+namespace tdstore::store {
+
+// The scripts, built on first use. Thread-safe.
+struct Scripts {
+  redis::Script begin_write;
+  redis::Script claim_pending;
+  redis::Script commit_leaves;
+  redis::Script delete_leaves;
+  redis::Script rename_dict;
+  redis::Script touch_pending;
+};
+const Scripts& GetScripts();
+
+}  // namespace tdstore::store
 
 #endif  // TDSTORE_SERVER_STORE_LUA_SCRIPTS_H_

@@ -1,1 +1,133 @@
-// placeholder
+#include "server/store/schema.h"
+
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "common/str_cat.h"
+
+namespace tdstore::store {
+
+absl::StatusOr<BlockLayout> DictSchema::Layout(const LeafRecord& record) const {
+  return BlockLayout::Make(meta.batch_shape, record.shape, DTypeSize(record.dtype),
+                           meta.rows_per_block, meta.part_bytes);
+}
+
+const Leaf* DictSchema::Find(const LeafPath& path) const {
+  auto it = leaves.find(EncodePath(path));
+  return it == leaves.end() ? nullptr : &it->second;
+}
+
+std::vector<const Leaf*> DictSchema::Under(const LeafPath& prefix) const {
+  std::vector<const Leaf*> out;
+  const std::string exact = EncodePath(prefix);
+  const std::string below = exact + "/";
+  // Encoded paths under a prefix sort contiguously after the prefix itself.
+  for (auto it = leaves.lower_bound(exact); it != leaves.end(); ++it) {
+    const std::string& key = it->first;
+    if (key == exact) {
+      out.push_back(&it->second);
+    } else if (key.compare(0, below.size(), below) == 0) {
+      out.push_back(&it->second);
+    } else if (key.compare(0, exact.size(), exact) != 0) {
+      break;  // past every key that starts with `exact`
+    }
+  }
+  return out;
+}
+
+DictSchema::PathKind DictSchema::Classify(const LeafPath& path) const {
+  if (Find(path) != nullptr) return PathKind::kLeaf;
+  return Under(path).empty() ? PathKind::kAbsent : PathKind::kNode;
+}
+
+std::vector<LeafPath> DictSchema::Keys(bool include_nested, bool leaves_only) const {
+  std::map<std::string, LeafPath> keys;  // encoded -> path, sorted and unique
+  for (const auto& [encoded, leaf] : leaves) {
+    const LeafPath& p = leaf.path;
+    if (!include_nested) {
+      // Top level only: a one-component path is a leaf; a longer one
+      // contributes its first component as a sub-dict key.
+      if (p.size() == 1 || !leaves_only) {
+        LeafPath top{p[0]};
+        keys.emplace(EncodePath(top), top);
+      }
+      continue;
+    }
+    keys.emplace(encoded, p);
+    if (leaves_only) continue;
+    for (size_t n = 1; n < p.size(); ++n) {
+      LeafPath node(p.begin(), p.begin() + n);
+      keys.emplace(EncodePath(node), node);
+    }
+  }
+  std::vector<LeafPath> out;
+  out.reserve(keys.size());
+  for (auto& [_, p] : keys) out.push_back(std::move(p));
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<int64_t> ParseInt(const std::string& text, std::string_view field) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v)) {
+    return absl::DataLossError(StrCat("meta field '", field, "' is not a number: ", text));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<DictSchema> ParseSchema(std::string id,
+                                       const std::vector<std::string>& meta_fields,
+                                       const std::vector<std::string>& leaf_fields) {
+  if (meta_fields.empty()) {
+    return absl::NotFoundError(StrCat("dict id ", id, " has no meta record"));
+  }
+  DictSchema schema;
+  schema.meta.id = std::move(id);
+  std::set<std::string> seen;
+  for (size_t i = 0; i + 1 < meta_fields.size(); i += 2) {
+    const std::string& f = meta_fields[i];
+    const std::string& v = meta_fields[i + 1];
+    seen.insert(f);
+    if (f == kMetaName) {
+      schema.meta.name = v;
+    } else if (f == kMetaBatchShape) {
+      auto shape = ShapeFromCsv(v);
+      if (!shape.ok()) return absl::DataLossError(shape.status().message());
+      schema.meta.batch_shape = *std::move(shape);
+    } else if (f == kMetaRowsPerBlock) {
+      auto n = ParseInt(v, f);
+      if (!n.ok()) return n.status();
+      schema.meta.rows_per_block = *n;
+    } else if (f == kMetaPartBytes) {
+      auto n = ParseInt(v, f);
+      if (!n.ok()) return n.status();
+      schema.meta.part_bytes = *n;
+    } else if (f == kMetaVersion) {
+      auto n = ParseInt(v, f);
+      if (!n.ok()) return n.status();
+      schema.meta.version = *n;
+    }
+  }
+  for (const char* required : {kMetaBatchShape, kMetaRowsPerBlock, kMetaPartBytes}) {
+    if (!seen.count(required)) {
+      return absl::DataLossError(
+          StrCat("dict id ", schema.meta.id, ": meta lacks field '", required, "'"));
+    }
+  }
+  if (schema.meta.rows_per_block < 1 || schema.meta.part_bytes < 1) {
+    return absl::DataLossError(StrCat("dict id ", schema.meta.id, ": bad block layout"));
+  }
+  for (size_t i = 0; i + 1 < leaf_fields.size(); i += 2) {
+    auto path = DecodePath(leaf_fields[i]);
+    if (!path.ok()) return absl::DataLossError(path.status().message());
+    auto record = DecodeLeafRecord(leaf_fields[i + 1]);
+    if (!record.ok()) return record.status();
+    schema.leaves.emplace(leaf_fields[i], Leaf{*std::move(path), *std::move(record)});
+  }
+  return schema;
+}
+
+}  // namespace tdstore::store

@@ -170,10 +170,14 @@ class Dict {
   // equal batch_size() (INVALID_ARGUMENT naming both shapes otherwise).
   void set(const Key& path, const at::Tensor& value);
   // Stores several leaves; they become visible together, or none does.
+  // An empty map makes no call.
   void update(const std::map<Key, at::Tensor>& values);
-  // The leaf at `path`; NOT_FOUND if it is not a leaf.
+  // The leaf at `path`; NOT_FOUND if there is nothing at `path`,
+  // INVALID_ARGUMENT if `path` is a nested dict (read the leaves under it
+  // with get_many; get stops without downloading them).
   at::Tensor get(const Key& path);
   // Every leaf under each of `paths` (a leaf or a nested prefix), one call.
+  // An empty list reads nothing (use to_local() for every leaf).
   LocalDict get_many(const std::vector<Key>& paths);
   // Every leaf of the dict.
   LocalDict to_local();

@@ -1,0 +1,96 @@
+#include "client/cli/args.h"
+
+#include <charconv>
+
+namespace tdstore::cli {
+namespace {
+
+// Options taking a value, by every spelling -> canonical name.
+const std::map<std::string, std::string>& ValueOptions() {
+  static const auto* options = new std::map<std::string, std::string>{
+      {"--addr", "addr"},
+      {"--batch-size", "batch-size"},
+      {"--rows-per-block", "rows-per-block"},
+      {"--part-bytes", "part-bytes"},
+      {"--output", "output"},
+      {"-o", "output"},
+  };
+  return *options;
+}
+
+}  // namespace
+
+std::optional<std::string> CommandLine::option(const std::string& name) const {
+  auto it = options.find(name);
+  if (it == options.end()) return std::nullopt;
+  return it->second;
+}
+
+CommandLine ParseCommandLine(int argc, char** argv) {
+  CommandLine line;
+  std::vector<std::string> positional;
+  bool options_ended = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    // "-" alone is an operand (stdout for -o), as is anything after "--".
+    if (options_ended || arg.size() < 2 || arg[0] != '-') {
+      positional.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      options_ended = true;
+      continue;
+    }
+    if (arg == "-h" || arg == "--help") {
+      line.help = true;
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    const std::string spelling = arg.substr(0, eq);
+    auto known = ValueOptions().find(spelling);
+    if (known == ValueOptions().end()) throw UsageError("unknown option '" + spelling + "'");
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      throw UsageError("option '" + spelling + "' needs a value");
+    }
+    if (!line.options.emplace(known->second, value).second) {
+      throw UsageError("option '" + spelling + "' given twice");
+    }
+  }
+  if (!positional.empty()) {
+    line.command = positional.front();
+    line.operands.assign(positional.begin() + 1, positional.end());
+  }
+  return line;
+}
+
+Key ParseLeafPath(const std::string& text) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t slash = text.find('/', start);
+    parts.push_back(text.substr(start, slash == std::string::npos ? slash : slash - start));
+    if (parts.back().empty()) {
+      throw UsageError("bad leaf path '" + text + "': empty component (write a/b/c)");
+    }
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return Key(std::move(parts));
+}
+
+int64_t ParseCount(const std::string& text, const std::string& what) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < 0) {
+    throw UsageError(what + " must be a non-negative integer, got '" + text + "'");
+  }
+  return value;
+}
+
+}  // namespace tdstore::cli

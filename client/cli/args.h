@@ -1,0 +1,53 @@
+// The tdstore command line, split into command, operands and options.
+//
+// Options may come anywhere after the program name, as "--name value",
+// "--name=value" or, for -o, "-o value"; "--" ends them. Which options a
+// command accepts is checked by the command table in main.cc.
+#ifndef TDSTORE_CLIENT_CLI_ARGS_H_
+#define TDSTORE_CLIENT_CLI_ARGS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tdstore/client.h"
+
+namespace tdstore::cli {
+
+// A malformed command line: main prints it and exits with status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Any other failure the CLI itself detects (files, .npy): exit status 1.
+class CliError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CommandLine {
+  bool help = false;
+  std::string command;
+  std::vector<std::string> operands;
+  // Canonical long name ("addr", "batch-size", "output", ...) -> value.
+  std::map<std::string, std::string> options;
+
+  std::optional<std::string> option(const std::string& name) const;
+};
+
+// Throws UsageError for an unknown option, a missing value or a repeat.
+CommandLine ParseCommandLine(int argc, char** argv);
+
+// "a/b/c" -> Key({"a", "b", "c"}); UsageError for an empty component.
+Key ParseLeafPath(const std::string& text);
+
+// A non-negative integer option value; UsageError naming `what` otherwise.
+int64_t ParseCount(const std::string& text, const std::string& what);
+
+}  // namespace tdstore::cli
+
+#endif  // TDSTORE_CLIENT_CLI_ARGS_H_

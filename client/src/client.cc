@@ -1,0 +1,135 @@
+// Client: the channel to one tdstored, and the dict-level calls.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <algorithm>
+
+#include "client/src/client_impl.h"
+#include "client/src/convert.h"
+#include "client/src/errors.h"
+#include "client/src/handle.h"
+
+namespace tdstore {
+namespace {
+
+// The protocol's limits: chunks of at most 1 MiB, messages of at most 4 MiB.
+constexpr int64_t kMaxChunkBytes = 1 << 20;
+constexpr int kMaxMessageBytes = (4 << 20) + (64 << 10);  // + slack for framing fields
+
+// "host:port" and "unix:///path" are both gRPC targets already; anything
+// else is most likely a typo, better caught here than as a DNS failure.
+void CheckAddress(const std::string& address) {
+  const bool unix_socket = address.rfind("unix:", 0) == 0 && address.size() > 5;
+  const bool host_port = address.find(':') != std::string::npos &&
+                         address.back() != ':' && address.front() != ':';
+  if (!unix_socket && !host_port) {
+    throw Error(StatusCode::kInvalidArgument,
+                "bad tdstored address '" + address + "': expected host:port or unix:///path");
+  }
+}
+
+void CheckOptions(const ClientOptions& options) {
+  if (options.chunk_bytes < 1 || options.chunk_bytes > kMaxChunkBytes) {
+    throw Error(StatusCode::kInvalidArgument,
+                "chunk_bytes must be in [1, 1 MiB], got " + std::to_string(options.chunk_bytes));
+  }
+  if (options.timeout.count() <= 0) {
+    throw Error(StatusCode::kInvalidArgument, "timeout must be positive");
+  }
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // A restarted daemon is found again within about a second, not gRPC's
+  // default of up to two minutes of backoff.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace
+
+Client::Impl::Impl(std::string address_in, ClientOptions options_in)
+    : address(std::move(address_in)), options(options_in) {
+  CheckAddress(address);
+  CheckOptions(options);
+  channel = MakeChannel(address);
+  stub = v1::TdStore::NewStub(channel);
+}
+
+void Client::Impl::Prepare(grpc::ClientContext* context) const {
+  context->set_deadline(std::chrono::system_clock::now() + options.timeout);
+}
+
+void Client::Impl::Fail(const grpc::Status& status) const {
+  throw ErrorFromStatus(status, address);
+}
+
+Client::Client(const std::string& address, ClientOptions options)
+    : impl_(std::make_shared<Impl>(address, options)) {}
+
+const std::string& Client::address() const { return impl_->address; }
+
+Dict Client::create(const std::string& name, std::vector<int64_t> batch_size,
+                    CreateOptions options) {
+  v1::CreateDictRequest request;
+  request.set_name(name);
+  request.mutable_batch_shape()->Assign(batch_size.begin(), batch_size.end());
+  request.mutable_options()->set_rows_per_block(options.rows_per_block);
+  request.mutable_options()->set_part_bytes(options.part_bytes);
+  v1::DictInfo info;
+  impl_->Call(&v1::TdStore::Stub::CreateDict, request, &info);
+  return Dict(impl_, info.name(), info.id());
+}
+
+Dict Client::open(const std::string& name) {
+  // Describing checks that the dict exists and learns its id for handle().
+  v1::DescribeDictRequest request;
+  request.set_name(name);
+  v1::DictInfo info;
+  impl_->Call(&v1::TdStore::Stub::DescribeDict, request, &info);
+  return Dict(impl_, info.name(), info.id());
+}
+
+std::vector<std::string> Client::list() {
+  v1::ListDictsResponse response;
+  impl_->Call(&v1::TdStore::Stub::ListDicts, v1::ListDictsRequest(), &response);
+  std::vector<std::string> names(response.names().begin(), response.names().end());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void Client::drop(const std::string& name) {
+  v1::DeleteDictRequest request;
+  request.set_name(name);
+  v1::DeleteDictResponse response;
+  impl_->Call(&v1::TdStore::Stub::DeleteDict, request, &response);
+}
+
+void Client::rename(const std::string& name, const std::string& new_name) {
+  v1::RenameDictRequest request;
+  request.set_name(name);
+  request.set_new_name(new_name);
+  v1::DictInfo info;
+  impl_->Call(&v1::TdStore::Stub::RenameDict, request, &info);
+}
+
+Dict Client::open_handle(const std::string& handle, ClientOptions options) {
+  const DictHandle parsed = ParseHandle(handle);
+  Client client(parsed.address, options);
+  Dict dict = client.open(parsed.name);
+  // Same name, new id: the dict the handle named was deleted; this one is a
+  // stranger that happens to share its name.
+  if (dict.id_ != parsed.id) {
+    throw Error(StatusCode::kNotFound,
+                "dict '" + parsed.name + "' of this handle was deleted (a dict created since "
+                "has the same name but is another dict)");
+  }
+  return dict;
+}
+
+}  // namespace tdstore

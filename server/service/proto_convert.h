@@ -1,0 +1,36 @@
+// Conversions between the wire types (tdstore.v1) and the store's types, and
+// from absl::Status to grpc::Status.
+//
+// Pure functions; safe from any thread.
+#ifndef TDSTORE_SERVER_SERVICE_PROTO_CONVERT_H_
+#define TDSTORE_SERVER_SERVICE_PROTO_CONVERT_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/dtype.h"
+#include "common/path.h"
+#include "common/shape.h"
+#include "grpcpp/support/status.h"
+#include "server/store/schema.h"
+#include "tdstore/v1/tdstore.pb.h"
+
+namespace tdstore::service {
+
+// absl and gRPC share code numbers; the message is passed through.
+grpc::Status ToGrpc(const absl::Status& status);
+
+// INVALID_ARGUMENT for a path the store would reject (empty, too long, ...).
+absl::StatusOr<LeafPath> FromProto(const v1::Path& path);
+void ToProto(const LeafPath& path, v1::Path* out);
+
+// INVALID_ARGUMENT for a number that is not a known dtype.
+absl::StatusOr<DType> FromProto(v1::DType dtype);
+
+Shape ShapeFromProto(const google::protobuf::RepeatedField<int64_t>& dims);
+
+void ToProto(const store::Leaf& leaf, v1::LeafInfo* out);
+void ToProto(const store::DictSchema& schema, v1::DictInfo* out);
+
+}  // namespace tdstore::service
+
+#endif  // TDSTORE_SERVER_SERVICE_PROTO_CONVERT_H_

@@ -1,0 +1,58 @@
+// The gRPC front end: tdstore.v1.TdStore handlers on top of the store layer.
+//
+// Each handler validates its request (names, paths, dtypes, shapes, chunk
+// sizes), calls the store, and maps absl::Status to the gRPC status of the
+// same code; docs/protocol.md lists which code means what. A rejected request
+// writes nothing.
+//
+// Streams: WriteLeaves consumes WriteBegin, then LeafHeader + data chunks per
+// leaf, and commits when the client half-closes; a cancelled or broken
+// stream aborts (nothing visible, blocks deleted). ReadLeaves sends
+// ReadBegin, then LeafHeader + data chunks (<= 1 MiB) per leaf.
+//
+// Thread-safe: gRPC runs handlers on its thread pool concurrently.
+#ifndef TDSTORE_SERVER_SERVICE_TDSTORE_SERVICE_H_
+#define TDSTORE_SERVER_SERVICE_TDSTORE_SERVICE_H_
+
+#include "server/store/dict_store.h"
+#include "tdstore/v1/tdstore.grpc.pb.h"
+
+namespace tdstore::service {
+
+// Largest data chunk accepted or sent: the protocol's 1 MiB.
+inline constexpr int64_t kMaxChunkBytes = 1 << 20;
+
+class TdStoreService final : public v1::TdStore::Service {
+ public:
+  // `store` must outlive the service.
+  explicit TdStoreService(store::DictStore* store) : store_(store) {}
+
+  grpc::Status CreateDict(grpc::ServerContext* ctx, const v1::CreateDictRequest* req,
+                          v1::DictInfo* resp) override;
+  grpc::Status DescribeDict(grpc::ServerContext* ctx, const v1::DescribeDictRequest* req,
+                            v1::DictInfo* resp) override;
+  grpc::Status ListDicts(grpc::ServerContext* ctx, const v1::ListDictsRequest* req,
+                         v1::ListDictsResponse* resp) override;
+  grpc::Status DeleteDict(grpc::ServerContext* ctx, const v1::DeleteDictRequest* req,
+                          v1::DeleteDictResponse* resp) override;
+  grpc::Status RenameDict(grpc::ServerContext* ctx, const v1::RenameDictRequest* req,
+                          v1::DictInfo* resp) override;
+
+  grpc::Status WriteLeaves(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
+                           v1::WriteLeavesResponse* resp) override;
+  grpc::Status ReadLeaves(grpc::ServerContext* ctx, const v1::ReadLeavesRequest* req,
+                          grpc::ServerWriter<v1::ReadChunk>* writer) override;
+  grpc::Status DeleteLeaves(grpc::ServerContext* ctx, const v1::DeleteLeavesRequest* req,
+                            v1::DeleteLeavesResponse* resp) override;
+  grpc::Status ListKeys(grpc::ServerContext* ctx, const v1::ListKeysRequest* req,
+                        v1::ListKeysResponse* resp) override;
+  grpc::Status Exists(grpc::ServerContext* ctx, const v1::ExistsRequest* req,
+                      v1::ExistsResponse* resp) override;
+
+ private:
+  store::DictStore* const store_;
+};
+
+}  // namespace tdstore::service
+
+#endif  // TDSTORE_SERVER_SERVICE_TDSTORE_SERVICE_H_

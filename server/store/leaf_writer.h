@@ -1,0 +1,92 @@
+// Whole-leaf writes: stream one or many leaves into new generations, then
+// make them visible together.
+//
+//   auto txn = WriteTxn::Begin(&store, "replay");
+//   txn->BeginLeaf({"obs"}, DType::kFloat32, {1000, 84}, 336000);
+//   txn->Append(chunk) ...                  // exactly 336000 bytes in order
+//   txn->BeginLeaf(...); txn->Append(...);  // more leaves
+//   auto result = txn->Commit();            // all visible, or none
+//
+// Protocol with Redis (docs/storage-layout.md): each leaf gets a fresh
+// generation from begin_write.lua, which also records it as *pending* with an
+// expiry; its bytes go to that generation's block keys as pipelined SETRANGE
+// windows; commit_leaves.lua flips every leaf record to its new generation in
+// one step and drops the pending entries; the replaced generations' blocks
+// are deleted afterwards. Until the commit no reader can see the new blocks.
+// A transaction destroyed without Commit() deletes what it wrote (Abort); a
+// daemon that dies mid-write leaves pending entries the sweeper removes.
+//
+// Errors: INVALID_ARGUMENT for a header that does not fit the dict (dtype,
+// shape, byte count, path) or data beyond the announced size; NOT_FOUND if the
+// dict is deleted meanwhile; FAILED_PRECONDITION if a path collides with an
+// existing leaf's nesting; ABORTED if the write was swept for taking too
+// long; UNAVAILABLE if Redis fails. After any error the transaction is
+// aborted and nothing is visible.
+//
+// One thread at a time.
+#ifndef TDSTORE_SERVER_STORE_LEAF_WRITER_H_
+#define TDSTORE_SERVER_STORE_LEAF_WRITER_H_
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/block_layout.h"
+#include "common/dtype.h"
+#include "common/path.h"
+#include "server/redis/redis_client.h"
+#include "server/store/dict_store.h"
+
+namespace tdstore::store {
+
+struct CommitResult {
+  std::vector<Leaf> written;  // in the order they were written
+  int64_t version = 0;        // the dict's schema version after the commit
+};
+
+class WriteTxn {
+ public:
+  // Loads the dict's schema. NOT_FOUND if it does not exist.
+  static absl::StatusOr<std::unique_ptr<WriteTxn>> Begin(DictStore* store,
+                                                         std::string_view dict_name);
+  ~WriteTxn();  // aborts unless committed
+
+  const DictSchema& schema() const { return schema_; }
+
+  // Starts the next leaf. The previous one must be complete.
+  absl::Status BeginLeaf(const LeafPath& path, DType dtype, const Shape& shape, int64_t byte_size);
+  // Appends bytes of the current leaf.
+  absl::Status Append(std::string_view data);
+  // Flips every written leaf visible; the transaction is done either way.
+  absl::StatusOr<CommitResult> Commit();
+  // Deletes every block written and the pending entries. Idempotent.
+  void Abort();
+
+ private:
+  struct PendingLeaf {
+    Leaf leaf;
+    BlockLayout layout;
+    int64_t written = 0;  // bytes appended so far
+  };
+
+  WriteTxn(DictStore* store, DictSchema schema);
+  absl::Status Fail(absl::Status status);  // aborts, returns status
+  absl::Status DrainReplies(int keep_outstanding);
+  absl::Status TouchPendingIfDue();
+  std::string PendingRecordFor(const LeafRecord& record) const;
+
+  DictStore* const store_;
+  DictSchema schema_;
+  std::vector<PendingLeaf> leaves_;
+  std::unique_ptr<redis::Pipeline> pipe_;
+  std::chrono::steady_clock::time_point last_touch_;
+  bool done_ = false;
+};
+
+}  // namespace tdstore::store
+
+#endif  // TDSTORE_SERVER_STORE_LEAF_WRITER_H_

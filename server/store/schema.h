@@ -1,0 +1,82 @@
+// What tdstored knows about one dict: its meta record and its leaf registry,
+// as read from Redis, plus the pure queries the service answers from it.
+//
+// A DictSchema is a snapshot: it may be stale the moment it is read (another
+// daemon may change the dict). Writers are protected by the commit script,
+// readers detect a replaced generation by a short read (see leaf_reader.h).
+//
+// Value type; safe to copy and share read-only between threads.
+#ifndef TDSTORE_SERVER_STORE_SCHEMA_H_
+#define TDSTORE_SERVER_STORE_SCHEMA_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/block_layout.h"
+#include "common/path.h"
+#include "common/records.h"
+#include "common/shape.h"
+
+namespace tdstore::store {
+
+struct DictMeta {
+  std::string id;
+  std::string name;
+  Shape batch_shape;
+  int64_t rows_per_block = 0;
+  int64_t part_bytes = 0;
+  int64_t version = 0;
+};
+
+// One stored leaf: its path and its current record.
+struct Leaf {
+  LeafPath path;
+  LeafRecord record;
+};
+
+struct DictSchema {
+  DictMeta meta;
+  // Keyed by encoded path (common/path.h), so iteration order is the order
+  // of encoded paths: a subtree's leaves are contiguous.
+  std::map<std::string, Leaf> leaves;
+
+  // The block layout of a leaf with this record in this dict.
+  absl::StatusOr<BlockLayout> Layout(const LeafRecord& record) const;
+
+  // The leaf at exactly `path`, or nullptr.
+  const Leaf* Find(const LeafPath& path) const;
+
+  // Every leaf equal to or under `prefix`, in path order. Empty if none.
+  std::vector<const Leaf*> Under(const LeafPath& prefix) const;
+
+  enum class PathKind { kAbsent, kLeaf, kNode };
+  PathKind Classify(const LeafPath& path) const;
+
+  // As TensorDict.keys(include_nested, leaves_only): top-level keys only
+  // unless include_nested; sub-dict keys omitted when leaves_only. Sorted by
+  // encoded path.
+  std::vector<LeafPath> Keys(bool include_nested, bool leaves_only) const;
+};
+
+// Meta hash fields (docs/storage-layout.md).
+inline constexpr char kMetaFormat[] = "format";
+inline constexpr char kMetaName[] = "name";
+inline constexpr char kMetaBatchShape[] = "batch_shape";
+inline constexpr char kMetaRowsPerBlock[] = "rows_per_block";
+inline constexpr char kMetaPartBytes[] = "part_bytes";
+inline constexpr char kMetaVersion[] = "version";
+inline constexpr char kMetaNextGen[] = "next_gen";
+
+// Builds a schema from the flattened field/value lists of HGETALL meta and
+// HGETALL leaves. DATA_LOSS if a record is malformed; NOT_FOUND if meta is
+// empty (the dict was deleted).
+absl::StatusOr<DictSchema> ParseSchema(std::string id,
+                                       const std::vector<std::string>& meta_fields,
+                                       const std::vector<std::string>& leaf_fields);
+
+}  // namespace tdstore::store
+
+#endif  // TDSTORE_SERVER_STORE_SCHEMA_H_

@@ -1,0 +1,31 @@
+// Tunables of the store layer. Defaults are what tdstored uses unless a flag
+// says otherwise.
+#ifndef TDSTORE_SERVER_STORE_STORE_OPTIONS_H_
+#define TDSTORE_SERVER_STORE_STORE_OPTIONS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace tdstore::store {
+
+struct StoreOptions {
+  // Prefix of every Redis key (common/key_schema.h).
+  std::string ns = "td";
+  // Block layout of dicts created without explicit options.
+  int64_t default_rows_per_block = 16384;
+  int64_t default_part_bytes = 64ll << 20;
+  // Largest GETRANGE/SETRANGE moved in one command. About 1 MiB is where
+  // Redis' throughput flattens out on our machines (DESIGN.md section 4).
+  int64_t window_bytes = 1 << 20;
+  // Commands in flight per pipeline: enough to hide a round trip, small
+  // enough that a stream holds at most depth x window bytes.
+  int pipeline_depth = 8;
+  // A write not committed within this time after its last progress is
+  // considered abandoned; the sweeper deletes its blocks.
+  std::chrono::milliseconds pending_timeout{std::chrono::minutes(5)};
+};
+
+}  // namespace tdstore::store
+
+#endif  // TDSTORE_SERVER_STORE_STORE_OPTIONS_H_

@@ -1,0 +1,53 @@
+// Removes the blocks of writes nobody will commit.
+//
+// Every generation being written or waiting for deletion is listed in its
+// dict's pending hash with an expiry (common/records.h): live writes refresh
+// theirs; generations retired by a commit or a leaf deletion are parked with
+// expiry 0. An entry past its expiry belongs to a writer that died (client
+// gone and daemon killed) or to cleanup that was cut short. SweepOnce claims
+// each such entry atomically (claim_pending.lua: only if unchanged since it
+// was read, so a writer that commits or refreshes meanwhile wins) and deletes
+// its blocks.
+//
+// Several daemons may sweep the same Redis; claims keep them from fighting.
+//
+// Thread-safe. Start() runs SweepOnce on a background thread every
+// `interval` until Stop() or destruction.
+#ifndef TDSTORE_SERVER_STORE_SWEEPER_H_
+#define TDSTORE_SERVER_STORE_SWEEPER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "server/store/dict_store.h"
+
+namespace tdstore::store {
+
+class Sweeper {
+ public:
+  explicit Sweeper(DictStore* store) : store_(store) {}
+  ~Sweeper() { Stop(); }
+
+  // One pass over every dict; returns how many generations it removed.
+  absl::StatusOr<int> SweepOnce(int64_t now_ms);
+
+  void Start(std::chrono::milliseconds interval);
+  void Stop();
+
+ private:
+  absl::StatusOr<int> SweepDict(const std::string& id, int64_t now_ms);
+
+  DictStore* const store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tdstore::store
+
+#endif  // TDSTORE_SERVER_STORE_SWEEPER_H_

@@ -1,0 +1,100 @@
+#include "common/records.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace tdstore {
+namespace {
+
+TEST(RecordsTest, LeafRecordExactText) {
+  const LeafRecord record{DType::kFloat32, {100, 84}, 7};
+  EXPECT_EQ(EncodeLeafRecord(record), "dtype=float32;shape=100,84;gen=7");
+  EXPECT_EQ(EncodeLeafRecord({DType::kBool, {}, 0}), "dtype=bool;shape=;gen=0");
+}
+
+TEST(RecordsTest, PendingRecordExactText) {
+  const PendingRecord record{1764480000000, {DType::kFloat32, {100, 84}, 7}};
+  EXPECT_EQ(EncodePendingRecord(record),
+            "expires_ms=1764480000000;dtype=float32;shape=100,84;gen=7");
+}
+
+TEST(RecordsTest, RandomRoundTrip) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 3000; ++trial) {
+    LeafRecord leaf;
+    leaf.dtype = static_cast<DType>(1 + rng() % 12);
+    leaf.shape.resize(rng() % 6);
+    for (int64_t& dim : leaf.shape) dim = static_cast<int64_t>(rng() % 1000);
+    leaf.generation = static_cast<int64_t>((rng() >> 1) >> (rng() % 63));
+    const absl::StatusOr<LeafRecord> back = DecodeLeafRecord(EncodeLeafRecord(leaf));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, leaf);
+
+    const PendingRecord pending{static_cast<int64_t>(rng() >> 1), leaf};
+    const absl::StatusOr<PendingRecord> pback =
+        DecodePendingRecord(EncodePendingRecord(pending));
+    ASSERT_TRUE(pback.ok()) << pback.status();
+    EXPECT_EQ(pback->expires_ms, pending.expires_ms);
+    EXPECT_EQ(pback->leaf, leaf);
+  }
+}
+
+TEST(RecordsTest, UnknownKeysIgnoredAndOrderFree) {
+  const LeafRecord expected{DType::kInt64, {3}, 12};
+  for (const char* text : {"dtype=int64;shape=3;gen=12;future=1",
+                           "owner=x;dtype=int64;shape=3;gen=12",
+                           "gen=12;shape=3;dtype=int64",
+                           "shape=3;zz=;gen=12;dtype=int64;note=a=b"}) {
+    const absl::StatusOr<LeafRecord> record = DecodeLeafRecord(text);
+    ASSERT_TRUE(record.ok()) << text << ": " << record.status();
+    EXPECT_EQ(*record, expected) << text;
+  }
+  const absl::StatusOr<PendingRecord> pending =
+      DecodePendingRecord("gen=12;new=1;expires_ms=5;shape=3;dtype=int64");
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  EXPECT_EQ(pending->expires_ms, 5);
+  EXPECT_EQ(pending->leaf, expected);
+}
+
+TEST(RecordsTest, MalformedLeafRecordsAreDataLoss) {
+  for (const char* text : {
+           "",
+           "garbage",
+           "dtype=float32;shape=3",                // missing gen
+           "dtype=float32;gen=1",                  // missing shape
+           "shape=3;gen=1",                        // missing dtype
+           "dtype=float99;shape=3;gen=1",          // unknown dtype
+           "dtype=unspecified;shape=3;gen=1",      //
+           "dtype=float32;shape=3,,4;gen=1",       // bad shape
+           "dtype=float32;shape=-3;gen=1",         //
+           "dtype=float32;shape=3;gen=-1",         // negative generation
+           "dtype=float32;shape=3;gen=",           //
+           "dtype=float32;shape=3;gen=1x",         //
+           "dtype=float32;shape=3;gen=99999999999999999999",
+           "dtype=float32;shape=3;gen=1;",         // empty item
+           ";dtype=float32;shape=3;gen=1",         //
+           "dtype=float32;;shape=3;gen=1",         //
+           "dtype=float32;shape=3;gen=1;=x",       // empty key
+           "dtype=float32;shape=3;gen=1;gen=2",    // duplicate key
+           "dtype=float32;shape=3;gen=1;novalue",  // item without '='
+           "dtype = float32;shape=3;gen=1",        // spaces are not trimmed
+       }) {
+    EXPECT_EQ(DecodeLeafRecord(text).status().code(), absl::StatusCode::kDataLoss)
+        << "'" << text << "'";
+  }
+}
+
+TEST(RecordsTest, MalformedPendingRecordsAreDataLoss) {
+  for (const char* text : {"", "dtype=float32;shape=3;gen=1",
+                           "expires_ms=;dtype=float32;shape=3;gen=1",
+                           "expires_ms=-5;dtype=float32;shape=3;gen=1",
+                           "expires_ms=5;dtype=float32;shape=3",
+                           "expires_ms=5;expires_ms=6;dtype=float32;shape=3;gen=1"}) {
+    EXPECT_EQ(DecodePendingRecord(text).status().code(), absl::StatusCode::kDataLoss)
+        << "'" << text << "'";
+  }
+}
+
+}  // namespace
+}  // namespace tdstore
