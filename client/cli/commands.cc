@@ -1,0 +1,127 @@
+#include "client/cli/commands.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "client/cli/npy_file.h"
+#include "client/src/scalar_type.h"
+#include "common/dtype.h"
+#include "common/shape.h"
+
+namespace tdstore::cli {
+namespace {
+
+std::string DTypeText(at::ScalarType type) {
+  std::optional<DType> dtype = DTypeFromScalarType(type);
+  return dtype ? std::string(DTypeName(*dtype)) : std::string(c10::toString(type));
+}
+
+// Leaves sorted by path, so listings are stable whatever order the server
+// keeps them in.
+std::vector<LeafInfo> SortedLeaves(const DictInfo& info) {
+  std::vector<LeafInfo> leaves = info.leaves;
+  std::sort(leaves.begin(), leaves.end(),
+            [](const LeafInfo& a, const LeafInfo& b) { return a.path < b.path; });
+  return leaves;
+}
+
+// One row per leaf: path, dtype, shape, bytes, in aligned columns.
+void PrintLeafTable(const std::vector<LeafInfo>& leaves, const std::string& indent,
+                    std::ostream& out) {
+  std::vector<std::vector<std::string>> rows;
+  for (const LeafInfo& leaf : leaves) {
+    rows.push_back({leaf.path.str(), DTypeText(leaf.dtype), ShapeToString(leaf.shape),
+                    std::to_string(leaf.byte_size)});
+  }
+  std::vector<size_t> widths(4, 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    out << indent;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const bool last = c + 1 == row.size();
+      out << row[c];
+      if (!last) out << std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    out << '\n';
+  }
+}
+
+}  // namespace
+
+void RunCreate(Client& client, const CommandLine& line, std::ostream& /*out*/) {
+  std::optional<std::string> batch = line.option("batch-size");
+  if (!batch) throw UsageError("create needs --batch-size DIMS (--batch-size= for none)");
+  absl::StatusOr<Shape> batch_size = ShapeFromCsv(*batch);
+  if (!batch_size.ok()) {
+    throw UsageError("bad --batch-size '" + *batch + "': " +
+                     std::string(batch_size.status().message()));
+  }
+  CreateOptions options;
+  if (auto rows = line.option("rows-per-block")) {
+    options.rows_per_block = ParseCount(*rows, "--rows-per-block");
+  }
+  if (auto bytes = line.option("part-bytes")) {
+    options.part_bytes = ParseCount(*bytes, "--part-bytes");
+  }
+  client.create(line.operands[0], *batch_size, options);
+}
+
+void RunList(Client& client, const CommandLine& line, std::ostream& out) {
+  if (line.operands.empty()) {
+    for (const std::string& name : client.list()) out << name << '\n';
+    return;
+  }
+  PrintLeafTable(SortedLeaves(client.open(line.operands[0]).describe()), "", out);
+}
+
+void RunInfo(Client& client, const CommandLine& line, std::ostream& out) {
+  Dict dict = client.open(line.operands[0]);
+  const DictInfo info = dict.describe();
+  int64_t total = 0;
+  for (const LeafInfo& leaf : info.leaves) total += leaf.byte_size;
+  out << "name:            " << info.name << '\n'
+      << "id:              " << info.id << '\n'
+      << "batch size:      " << ShapeToString(info.batch_size) << '\n'
+      << "rows per block:  " << info.rows_per_block << '\n'
+      << "part bytes:      " << info.part_bytes << '\n'
+      << "version:         " << info.version << '\n'
+      << "leaves:          " << info.leaves.size() << " (" << total << " bytes)\n";
+  PrintLeafTable(SortedLeaves(info), "  ", out);
+  out << "handle:          " << dict.handle() << '\n';
+}
+
+void RunPut(Client& client, const CommandLine& line, std::ostream& /*out*/) {
+  const Key path = ParseLeafPath(line.operands[1]);
+  // The file is checked before the daemon is asked anything.
+  const MappedNpy file(line.operands[2]);
+  client.open(line.operands[0]).set(path, file.tensor());
+}
+
+void RunGet(Client& client, const CommandLine& line, std::ostream& /*out*/) {
+  const Key path = ParseLeafPath(line.operands[1]);
+  std::optional<std::string> output = line.option("output");
+  if (!output) throw UsageError("get needs -o FILE.npy (-o - for stdout)");
+  Dict dict = client.open(line.operands[0]);
+  // Refuse before downloading what could not be written anyway.
+  for (const LeafInfo& leaf : dict.describe().leaves) {
+    if (leaf.path == path && leaf.dtype == at::ScalarType::BFloat16) {
+      throw CliError("leaf '" + path.str() +
+                     "' is bfloat16, which .npy cannot hold (NumPy has no bfloat16 dtype)");
+    }
+  }
+  WriteNpy(*output, dict.get(path));
+}
+
+void RunRemove(Client& client, const CommandLine& line, std::ostream& /*out*/) {
+  if (line.operands.size() == 1) {
+    client.drop(line.operands[0]);
+    return;
+  }
+  const Key path = ParseLeafPath(line.operands[1]);
+  client.open(line.operands[0]).erase(path);
+}
+
+}  // namespace tdstore::cli

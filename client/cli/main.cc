@@ -1,0 +1,127 @@
+// tdstore: the command-line tool for tdstored (admin and data in/out).
+//
+// Every failure prints one line to stderr, "tdstore: <what went wrong>", and
+// exits 1; a malformed command line exits 2.
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "client/cli/args.h"
+#include "client/cli/commands.h"
+#include "tdstore/client.h"
+
+namespace tdstore::cli {
+namespace {
+
+constexpr char kDefaultAddress[] = "127.0.0.1:50051";
+
+constexpr char kUsage[] = R"(usage: tdstore [--addr ADDR] COMMAND [ARGS...]
+
+Commands:
+  create NAME --batch-size DIMS [--rows-per-block N] [--part-bytes N]
+                              create a dict; DIMS like 100,4 (--batch-size= for none)
+  ls                          list dict names
+  ls NAME                     list the leaves of a dict: path, dtype, shape, bytes
+  info NAME                   batch size, block layout, version, leaves, handle
+  put NAME PATH FILE.npy      store a .npy file as leaf PATH (written a/b/c)
+  get NAME PATH -o FILE.npy   write leaf PATH to a .npy file (-o - for stdout)
+  rm NAME [PATH]              delete the dict, or one leaf or nested dict of it
+
+Options:
+  --addr ADDR   tdstored address, host:port or unix:///path
+                (default: $TDSTORE_ADDR, else 127.0.0.1:50051)
+  -h, --help    show this help
+
+Exit status: 0 on success, 1 on error, 2 on a malformed command line.
+)";
+
+using RunFn = void (*)(Client&, const CommandLine&, std::ostream&);
+
+struct CommandSpec {
+  const char* name;
+  size_t min_operands;
+  size_t max_operands;
+  std::vector<std::string> options;  // besides --addr
+  RunFn run;
+};
+
+const std::vector<CommandSpec>& Commands() {
+  static const auto* commands = new std::vector<CommandSpec>{
+      {"create", 1, 1, {"batch-size", "rows-per-block", "part-bytes"}, RunCreate},
+      {"ls", 0, 1, {}, RunList},
+      {"info", 1, 1, {}, RunInfo},
+      {"put", 3, 3, {}, RunPut},
+      {"get", 2, 2, {"output"}, RunGet},
+      {"rm", 1, 2, {}, RunRemove},
+  };
+  return *commands;
+}
+
+const CommandSpec& FindCommand(const CommandLine& line) {
+  if (line.command.empty()) throw UsageError("missing command");
+  auto it = std::find_if(Commands().begin(), Commands().end(),
+                         [&](const CommandSpec& c) { return line.command == c.name; });
+  if (it == Commands().end()) throw UsageError("unknown command '" + line.command + "'");
+  const size_t n = line.operands.size();
+  if (n < it->min_operands) throw UsageError("too few arguments for '" + line.command + "'");
+  if (n > it->max_operands) throw UsageError("too many arguments for '" + line.command + "'");
+  for (const auto& [option, value] : line.options) {
+    const bool allowed = option == "addr" || std::find(it->options.begin(), it->options.end(),
+                                                       option) != it->options.end();
+    if (!allowed) throw UsageError("'" + line.command + "' takes no option --" + option);
+  }
+  return *it;
+}
+
+std::string Address(const CommandLine& line) {
+  if (auto addr = line.option("addr")) return *addr;
+  const char* env = std::getenv("TDSTORE_ADDR");
+  return env != nullptr && *env != '\0' ? env : kDefaultAddress;
+}
+
+// Server messages may hold newlines; the contract is one line per error.
+std::string OneLine(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
+int Fail(const std::string& message, int status) {
+  std::cerr << "tdstore: " << OneLine(message) << std::endl;
+  return status;
+}
+
+int Main(int argc, char** argv) {
+  try {
+    const CommandLine line = ParseCommandLine(argc, argv);
+    if (line.help) {
+      std::cout << kUsage;
+      return 0;
+    }
+    const CommandSpec& command = FindCommand(line);
+    Client client(Address(line));
+    command.run(client, line, std::cout);
+    std::cout.flush();
+    if (!std::cout) return Fail("cannot write to stdout", 1);
+    return 0;
+  } catch (const UsageError& e) {
+    return Fail(std::string(e.what()) + " (see 'tdstore --help')", 2);
+  } catch (const tdstore::Error& e) {
+    return Fail(e.what(), 1);
+  } catch (const CliError& e) {
+    return Fail(e.what(), 1);
+  } catch (const c10::Error& e) {
+    // what() appends a multi-line backtrace.
+    return Fail(e.what_without_backtrace(), 1);
+  } catch (const std::exception& e) {
+    return Fail(e.what(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace tdstore::cli
+
+int main(int argc, char** argv) { return tdstore::cli::Main(argc, argv); }

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include "client/cli/args.h"
 #include "client/src/scalar_type.h"
@@ -18,7 +19,8 @@ namespace tdstore::cli {
 namespace {
 
 [[noreturn]] void SystemError(const std::string& what, const std::string& path) {
-  throw CliError("cannot " + what + " '" + path + "': " + std::strerror(errno));
+  const int error = errno;  // before anything else can change it
+  throw CliError("cannot " + what + " '" + path + "': " + std::strerror(error));
 }
 
 // Closes a file descriptor on every path out of a function.

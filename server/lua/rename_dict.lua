@@ -3,13 +3,13 @@
 -- Returns the dict id. Errors: TDNOTFOUND, TDEXISTS.
 local id = redis.call('HGET', KEYS[1], ARGV[1])
 if not id then
-  return redis.error_reply('TDNOTFOUND')
+  return redis.error_reply('TDNOTFOUND ' .. ARGV[1])
 end
 if ARGV[1] == ARGV[2] then
   return id
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
-  return redis.error_reply('TDEXISTS')
+  return redis.error_reply('TDEXISTS ' .. ARGV[2])
 end
 redis.call('HSET', KEYS[1], ARGV[2], id)
 redis.call('HDEL', KEYS[1], ARGV[1])

@@ -145,6 +145,7 @@ absl::Status Connection::TransportError(std::string_view what) {
 }
 
 absl::StatusOr<Reply> Connection::Call(absl::Span<const std::string_view> argv) {
+  if (broken_) return TransportError("call");
   if (pending_ > 0) {
     // GetReply would return the reply of an older, pipelined command.
     return absl::FailedPreconditionError("Connection::Call with " + std::to_string(pending_) +

@@ -24,6 +24,7 @@ class Sha1 {
   // Hashes whole 64-byte blocks straight from the input; only the tail and
   // the padding are copied.
   void Update(std::string_view data) {
+    if (data.empty()) return;  // data() may be null: keep it away from memcpy
     total_bytes_ += data.size();
     const auto* p = reinterpret_cast<const unsigned char*>(data.data());
     size_t n = data.size();

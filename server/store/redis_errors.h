@@ -1,7 +1,8 @@
 // Turning Redis replies into absl::Status for the store layer.
 //
 // Scripts signal expected failures with error replies whose first word is a
-// tag (TDNOTFOUND, TDEXISTS, TDCONFLICT, TDSWEPT); everything else an error
+// tag (TDNOTFOUND, TDEXISTS, TDCONFLICT, TDSWEPT) and a detail after a
+// space (Redis would prefix a one-word error with "ERR"); anything else an error
 // reply can say is unexpected and becomes INTERNAL, except Redis' OOM, which
 // is RESOURCE_EXHAUSTED.
 #ifndef TDSTORE_SERVER_STORE_REDIS_ERRORS_H_

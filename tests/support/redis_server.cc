@@ -180,7 +180,7 @@ absl::Status Launch(const RedisServerOptions& options, int port, const std::stri
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (Clock::now() < deadline) {
     if (Exited(pid)) {
-      return absl::InternalError("redis-server exited during start-up; log:" + LogTail(log));
+      return absl::InternalError(options.binary + " exited during start-up; log:" + LogTail(log));
     }
     // Rather than PING, check that the server answering is *ours*: if
     // another process won the race for the port, our child is about to exit

@@ -90,7 +90,9 @@ void CheckSizes(const Geometry& g, const BlockLayout& layout) {
       const int64_t size = layout.part_size(b, p);
       EXPECT_GT(size, 0);
       EXPECT_LE(size, g.part_bytes);
-      if (p + 1 < layout.part_count(b)) EXPECT_EQ(size, g.part_bytes);
+      if (p + 1 < layout.part_count(b)) {
+        EXPECT_EQ(size, g.part_bytes);
+      }
       part_sum += size;
     }
     EXPECT_EQ(part_sum, bytes) << "block " << b;

@@ -79,6 +79,11 @@ TEST(NpyTest, FormatParseRoundTrip) {
       dim = rng() % 8 == 0 ? 0 : static_cast<int64_t>(rng() % (trial % 3 == 0 ? 1000000 : 5));
     }
     const absl::StatusOr<std::string> header = FormatNpyHeader(dtype, shape);
+    if (!ByteSize(shape, DTypeSize(dtype)).ok()) {
+      // No such array can exist, so no header is written for it.
+      EXPECT_EQ(header.status().code(), absl::StatusCode::kInvalidArgument);
+      continue;
+    }
     ASSERT_TRUE(header.ok()) << header.status();
     ASSERT_EQ(header->size() % 64, 0u);
     ASSERT_EQ(header->back(), '\n');
@@ -101,6 +106,11 @@ TEST(NpyTest, FormatRejects) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(FormatNpyHeader(DType::kFloat32, {-1}).status().code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FormatNpyHeader(DType::kFloat32, Shape(kMaxRank + 1, 1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FormatNpyHeader(DType::kFloat64, {int64_t{1} << 61}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(FormatNpyHeader(DType::kFloat64, {int64_t{1} << 59}).ok());
 }
 
 TEST(NpyTest, ParseHandWrittenHeaders) {

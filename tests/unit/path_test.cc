@@ -79,13 +79,15 @@ TEST(PathTest, EncodingIsInjective) {
     // encoding were not injective.
     const LeafPath path = RandomPath(rng, 3, 3);
     auto [it, inserted] = seen.emplace(EncodePath(path), path);
-    if (!inserted) EXPECT_EQ(it->second, path) << it->first;
+    if (!inserted) {
+      EXPECT_EQ(it->second, path) << it->first;
+    }
   }
 }
 
 TEST(PathTest, DecodeRejectsMalformed) {
   for (const char* encoded :
-       {"", "/", "a/", "/a", "a//b", "%", "a%", "%2", "%2f", "%41", "%%", "%252", "a/%2",
+       {"", "/", "a/", "/a", "a//b", "%", "a%", "%2", "%2f", "%41", "%%", "%25%", "a/%2",
         "%zz", "%3F"}) {
     EXPECT_EQ(DecodePath(encoded).status().code(), absl::StatusCode::kInvalidArgument)
         << "'" << encoded << "'";

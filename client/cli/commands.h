@@ -1,0 +1,28 @@
+// The tdstore subcommands. main.cc has already checked the operand count and
+// which options were given; each command prints its result to `out`.
+#ifndef TDSTORE_CLIENT_CLI_COMMANDS_H_
+#define TDSTORE_CLIENT_CLI_COMMANDS_H_
+
+#include <ostream>
+
+#include "client/cli/args.h"
+#include "tdstore/client.h"
+
+namespace tdstore::cli {
+
+// create NAME --batch-size DIMS [--rows-per-block N] [--part-bytes N]
+void RunCreate(Client& client, const CommandLine& line, std::ostream& out);
+// ls | ls NAME
+void RunList(Client& client, const CommandLine& line, std::ostream& out);
+// info NAME
+void RunInfo(Client& client, const CommandLine& line, std::ostream& out);
+// put NAME PATH FILE.npy
+void RunPut(Client& client, const CommandLine& line, std::ostream& out);
+// get NAME PATH -o FILE.npy
+void RunGet(Client& client, const CommandLine& line, std::ostream& out);
+// rm NAME [PATH]
+void RunRemove(Client& client, const CommandLine& line, std::ostream& out);
+
+}  // namespace tdstore::cli
+
+#endif  // TDSTORE_CLIENT_CLI_COMMANDS_H_
