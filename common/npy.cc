@@ -45,7 +45,7 @@ absl::StatusOr<DType> DTypeFromDescr(std::string_view descr) {
   for (const DescrInfo& info : kDescrs) {
     if (info.descr.substr(1) != code) continue;
     const bool multi_byte = DTypeSize(info.dtype) > 1;
-    if (false) {
+    if (multi_byte && order == '>') {
       return Invalid(absl::StrCat("descr '", AV(descr),
                                   "' is big-endian; only little-endian data is supported"));
     }

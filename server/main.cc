@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -152,8 +153,9 @@ int Run(int argc, char** argv) {
     addresses += host + ":" + std::to_string(tcp_port) + "\n";
   }
   if (!config->unix_socket.empty()) addresses += "unix://" + config->unix_socket + "\n";
-  Log("serving on " + addresses.substr(0, addresses.size() - 1) + " with " +
-      redis_client.Describe());
+  std::string shown = addresses.substr(0, addresses.size() - 1);
+  std::replace(shown.begin(), shown.end(), '\n', ' ');
+  Log("serving on " + shown + " with " + redis_client.Describe());
   if (!config->ready_file.empty() && !WriteReadyFile(config->ready_file, addresses)) {
     Log("cannot write --ready-file " + config->ready_file);
   }

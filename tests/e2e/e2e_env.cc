@@ -1,0 +1,54 @@
+#include "tests/e2e/e2e_env.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+namespace tdstore::testing {
+namespace {
+
+class SharedDaemon : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    absl::Status redis_started = redis_.Start();
+    ASSERT_TRUE(redis_started.ok()) << redis_started;
+    absl::Status started = daemon_.Start({"--redis", redis_.url(), "--namespace", "e2e",
+                                          "--unix-socket", daemon_.dir() + "/td.sock"});
+    ASSERT_TRUE(started.ok()) << started;
+    ASSERT_EQ(daemon_.addresses().size(), 2u) << "expected a TCP and a unix address";
+  }
+
+  void TearDown() override {
+    // SIGTERM must be a clean shutdown after everything the tests did.
+    EXPECT_EQ(daemon_.Stop(), 0) << daemon_.LogTail();
+    redis_.Stop();
+  }
+
+  DaemonProcess& daemon() { return daemon_; }
+  RedisServerProcess& redis() { return redis_; }
+
+ private:
+  RedisServerProcess redis_;
+  DaemonProcess daemon_;
+};
+
+// Registered before main() runs (gtest_main); gtest owns and deletes it.
+SharedDaemon* const shared = static_cast<SharedDaemon*>(
+    ::testing::AddGlobalTestEnvironment(new SharedDaemon));
+
+}  // namespace
+
+const std::string& DaemonAddress() { return shared->daemon().address(); }
+const std::string& DaemonUnixAddress() { return shared->daemon().addresses().at(1); }
+RedisServerProcess& SharedRedis() { return shared->redis(); }
+
+std::string UniqueDictName() {
+  static std::atomic<int> counter{0};
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(test->test_suite_name()) + "." + test->name() + "." +
+                     std::to_string(counter++);
+  // Parameterized names hold '/', which dict names allow but not first.
+  return name;
+}
+
+}  // namespace tdstore::testing
