@@ -7,7 +7,9 @@
 // dies (PR_SET_PDEATHSIG), so it never outlives its parent.
 //
 // Stop() (also run by the destructor) sends SIGTERM, waits for the child and
-// removes the private directory. Not thread-safe; owned by main().
+// removes the private directory. Not thread-safe; owned by main(). Call
+// Start() from a thread that lives as long as the process (main): Linux ties
+// PR_SET_PDEATHSIG to the thread that forked.
 #ifndef TDSTORE_SERVER_REDIS_EMBEDDED_REDIS_H_
 #define TDSTORE_SERVER_REDIS_EMBEDDED_REDIS_H_
 

@@ -6,11 +6,12 @@
 // hash slot; the standalone client ignores the key).
 //
 // Error model (all calls): a transport failure or a Redis that cannot be
-// reached is UNAVAILABLE (retryable); an error reply from Redis is returned as
-// INTERNAL with Redis' message, except where a call says otherwise.
+// reached is UNAVAILABLE (retryable). An error reply from Redis is not a
+// failed call: it comes back as a Reply with is_error(), and the caller
+// decides what it means (server/store/redis_errors.h).
 //
 // Thread safety: RedisClient is thread-safe; each Pipeline belongs to one
-// thread at a time.
+// thread at a time and must not outlive the client that made it.
 #ifndef TDSTORE_SERVER_REDIS_REDIS_CLIENT_H_
 #define TDSTORE_SERVER_REDIS_REDIS_CLIENT_H_
 
