@@ -45,10 +45,8 @@ RedisServerProcess& SharedRedis() { return shared->redis(); }
 std::string UniqueDictName() {
   static std::atomic<int> counter{0};
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(test->test_suite_name()) + "." + test->name() + "." +
-                     std::to_string(counter++);
-  // Parameterized names hold '/', which dict names allow but not first.
-  return name;
+  return std::string(test->test_suite_name()) + "." + test->name() + "." +
+         std::to_string(counter++);
 }
 
 }  // namespace tdstore::testing
