@@ -291,6 +291,13 @@ absl::StatusOr<std::string> FormatNpyHeader(DType dtype, const Shape& shape) {
   }
   if (shape.size() == 1) dict += ",";
   dict += "), }";
+  // NumPy (>= 1.23) leaves room for the first axis to grow in place: spaces
+  // up to 21 digits of shape[0]. Matching it makes our files byte-identical
+  // to np.save's.
+  if (!shape.empty()) {
+    const size_t digits = absl::StrCat(shape[0]).size();
+    if (digits < 21) dict.append(21 - digits, ' ');
+  }
 
   auto padded_length = [&](size_t preamble) {
     const size_t unpadded = preamble + dict.size() + 1;  // + '\n'

@@ -4,7 +4,7 @@
 // A path is a list of components (["next", "obs"]). Redis stores a path as one
 // string, the *encoded path*: components joined by '/', where '%' and '/'
 // inside a component are written "%25" and "%2F". The encoding is injective,
-// readable in redis-cli, and keeps prefix relations simple: path A is a strict
+// readable in redis-cli, and, for valid paths, keeps prefix relations simple: path A is a strict
 // prefix of path B iff Encode(B) starts with Encode(A) + "/".
 //
 // Pure code, no I/O. Safe to call from any thread.

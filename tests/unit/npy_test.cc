@@ -271,3 +271,21 @@ TEST(NpyTest, ParseRejectsBadDictSyntax) {
 
 }  // namespace
 }  // namespace tdstore
+
+namespace tdstore {
+namespace {
+
+// np.save(f, np.zeros((3, 4), '<f4')) with NumPy 1.24 writes exactly this
+// header (118 bytes of dict, padded for the first axis to grow in place).
+TEST(NpyNumPyIdentity, HeaderIsByteIdenticalToNumPys) {
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }";
+  std::string expected = std::string("\x93NUMPY\x01\x00\x76\x00", 10) + dict;
+  expected.append(128 - 1 - expected.size(), ' ');
+  expected += '\n';
+  auto header = FormatNpyHeader(DType::kFloat32, {3, 4});
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(*header, expected);
+}
+
+}  // namespace
+}  // namespace tdstore
