@@ -49,6 +49,12 @@ void PrintLeafTable(const std::vector<LeafInfo>& leaves, const std::string& inde
   }
 }
 
+bool IsStrictPrefix(const Key& prefix, const Key& path) {
+  const auto& a = prefix.parts();
+  const auto& b = path.parts();
+  return a.size() < b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
 }  // namespace
 
 void RunCreate(Client& client, const CommandLine& line, std::ostream& /*out*/) {
@@ -110,6 +116,11 @@ void RunGet(Client& client, const CommandLine& line, std::ostream& /*out*/) {
     if (leaf.path == path && leaf.dtype == at::ScalarType::BFloat16) {
       throw CliError("leaf '" + path.str() +
                      "' is bfloat16, which .npy cannot hold (NumPy has no bfloat16 dtype)");
+    }
+    if (IsStrictPrefix(path, leaf.path)) {
+      throw CliError("'" + path.str() + "' in dict '" + dict.name() +
+                     "' is a nested dict, not a leaf: one .npy file holds one leaf "
+                     "(see 'tdstore ls " + dict.name() + "')");
     }
   }
   WriteNpy(*output, dict.get(path));

@@ -180,6 +180,11 @@ class Dict {
   // An empty list reads nothing (use to_local() for every leaf).
   LocalDict get_many(const std::vector<Key>& paths);
   // Every leaf of the dict.
+  //
+  // Reads (get, get_many, to_local) return each leaf whole at one
+  // generation. When a leaf is replaced while it streams, the server ends the
+  // read with ABORTED and the read starts again, up to 3 times; ABORTED
+  // reaches the caller only if the leaf keeps changing that fast.
   LocalDict to_local();
   // As TensorDict.keys(include_nested, leaves_only).
   std::vector<Key> keys(bool include_nested = false, bool leaves_only = false);
@@ -187,11 +192,14 @@ class Dict {
   bool contains(const Key& path);
   // Removes the leaf or subtree at `path`; NOT_FOUND if absent.
   void erase(const Key& path);
+  // Shapes, dtypes and byte sizes of every leaf, and the dict's layout; no data.
   DictInfo describe();
+  // The dict's batch shape (one describe() call).
   std::vector<int64_t> batch_size();
 
   // A string another process can pass to Client::open_handle() to open this
-  // same dict (what pickling is to the Python seed).
+  // same dict (what pickling is to the Python seed):
+  // "tdstore1|<address>|<name>|<id>", with the address this Client was given.
   std::string handle();
 
  private:
