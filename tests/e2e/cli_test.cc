@@ -130,7 +130,7 @@ TEST_F(E2eCli, HelpAndUsageErrors) {
 }
 
 TEST_F(E2eCli, CreateLsInfoPutGetRm) {
-  if (!HasNumpy()) GTEST_SKIP() << "needs /usr/bin/python3 with NumPy";
+  ASSERT_TRUE(HasNumpy()) << "needs /usr/bin/python3 with NumPy (deploy/install-deps.sh installs it)";
   const std::string name = UniqueDictName();
   CliResult r = Run({"create", name, "--batch-size", "3", "--rows-per-block", "2"});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -208,7 +208,7 @@ TEST_F(E2eCli, NoBatchDims) {
 // NumPy writes, tdstore put imports, tdstore get exports: the exported file
 // equals NumPy's byte for byte, and the library sees NumPy's exact data.
 TEST_F(E2eCli, NumpyFilesRoundTripByteForByte) {
-  if (!HasNumpy()) GTEST_SKIP() << "needs /usr/bin/python3 with NumPy";
+  ASSERT_TRUE(HasNumpy()) << "needs /usr/bin/python3 with NumPy (deploy/install-deps.sh installs it)";
   Python(R"(
 rng = np.random.default_rng(7)
 def ints(dtype, shape):
@@ -276,7 +276,7 @@ for name, value in arrays.items():
 }
 
 TEST_F(E2eCli, FortranOrderAndBigEndianAreRejected) {
-  if (!HasNumpy()) GTEST_SKIP() << "needs /usr/bin/python3 with NumPy";
+  ASSERT_TRUE(HasNumpy()) << "needs /usr/bin/python3 with NumPy (deploy/install-deps.sh installs it)";
   Python(R"(
 np.save('fortran.npy', np.asfortranarray(np.arange(12, dtype=np.int32).reshape(3, 4)))
 np.save('big_endian.npy', np.arange(6, dtype='>i4'))
@@ -316,7 +316,7 @@ TEST_F(E2eCli, Bfloat16CannotBeExported) {
 }
 
 TEST_F(E2eCli, ServerErrorsAreOneLine) {
-  if (!HasNumpy()) GTEST_SKIP() << "needs /usr/bin/python3 with NumPy";
+  ASSERT_TRUE(HasNumpy()) << "needs /usr/bin/python3 with NumPy (deploy/install-deps.sh installs it)";
   const std::string name = UniqueDictName();
   ASSERT_EQ(Run({"create", name, "--batch-size", "4"}).status, 0);
 
