@@ -173,6 +173,15 @@ absl::Status Connection::Append(absl::Span<const std::string_view> argv) {
   return absl::OkStatus();
 }
 
+absl::Status Connection::Flush() {
+  if (broken_) return TransportError("write");
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return TransportError("write");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Reply> Connection::GetReply() {
   if (broken_) return TransportError("read");
   if (pending_ == 0) {
@@ -182,10 +191,7 @@ absl::StatusOr<Reply> Connection::GetReply() {
   // Flush everything queued first, even when an older reply is already
   // buffered (redisGetReply alone would not), so Redis starts on the
   // whole window while we consume replies.
-  int done = 0;
-  while (!done) {
-    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return TransportError("write");
-  }
+  if (absl::Status s = Flush(); !s.ok()) return s;
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return TransportError("read");
   --pending_;

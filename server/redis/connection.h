@@ -49,6 +49,10 @@ class Connection {
 
   // Queues a command; no I/O. argv is copied before return.
   absl::Status Append(absl::Span<const std::string_view> argv);
+  // Writes every queued command to the socket (blocking) without reading.
+  // Lets Redis start on a batch, and frees hiredis' copy of large arguments,
+  // before the caller next needs a reply.
+  absl::Status Flush();
   // Flushes queued commands and blocks for the next reply.
   absl::StatusOr<Reply> GetReply();
   // Commands appended whose replies have not been read.

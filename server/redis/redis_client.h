@@ -38,6 +38,10 @@ class Pipeline {
   // Queues argv (copied before return) for the node serving routing_key.
   virtual absl::Status Send(std::string_view routing_key,
                             absl::Span<const std::string_view> argv) = 0;
+  // Sends every queued command now, without waiting for replies. Send()
+  // only queues; call Flush() when a batch is complete so Redis works on it
+  // while the caller does something else (e.g. waits for more data).
+  virtual absl::Status Flush() = 0;
   // The reply of the oldest command not yet received. Error replies come
   // back as a Reply with is_error(), not as a failed status; a failed status
   // means the transport broke and the pipeline is unusable.

@@ -37,6 +37,12 @@ class StandalonePipeline : public Pipeline {
     return absl::OkStatus();
   }
 
+  absl::Status Flush() override {
+    if (!failure_.ok()) return failure_;
+    if (absl::Status s = conn_->Flush(); !s.ok()) return Fail(s);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<Reply> Receive() override {
     if (!failure_.ok()) return failure_;
     if (!buffered_.empty()) {

@@ -155,6 +155,9 @@ absl::Status WriteTxn::Append(std::string_view data) {
         // Keep at most pipeline_depth windows in flight: bounded memory.
         if (status.ok()) status = DrainReplies(store_->options().pipeline_depth);
       });
+  // The chunk's windows go to Redis now, not when the next chunk arrives:
+  // a slow client must not leave data parked in our buffers.
+  if (status.ok()) status = pipe_->Flush();
   if (!status.ok()) return Fail(status);
   cur.written += size;
   if (auto s = TouchPendingIfDue(); !s.ok()) return Fail(s);
