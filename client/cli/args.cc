@@ -14,6 +14,8 @@ const std::map<std::string, std::string>& ValueOptions() {
       {"--part-bytes", "part-bytes"},
       {"--output", "output"},
       {"-o", "output"},
+      {"--index", "index"},
+      {"--index-file", "index-file"},
   };
   return *options;
 }

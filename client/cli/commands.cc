@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "client/cli/index_arg.h"
 #include "client/cli/npy_file.h"
 #include "client/src/scalar_type.h"
 #include "common/dtype.h"
@@ -101,15 +102,23 @@ void RunInfo(Client& client, const CommandLine& line, std::ostream& out) {
 
 void RunPut(Client& client, const CommandLine& line, std::ostream& /*out*/) {
   const Key path = ParseLeafPath(line.operands[1]);
-  // The file is checked before the daemon is asked anything.
+  // The index and the file are checked before the daemon is asked anything.
+  const std::optional<Index> index = IndexOption(line);
   const MappedNpy file(line.operands[2]);
-  client.open(line.operands[0]).set(path, file.tensor());
+  Dict dict = client.open(line.operands[0]);
+  if (index) {
+    // td[index] = file: its shape must equal or broadcast to the selection.
+    dict.set_index(*index, path, file.tensor());
+  } else {
+    dict.set(path, file.tensor());
+  }
 }
 
 void RunGet(Client& client, const CommandLine& line, std::ostream& /*out*/) {
   const Key path = ParseLeafPath(line.operands[1]);
   std::optional<std::string> output = line.option("output");
   if (!output) throw UsageError("get needs -o FILE.npy (-o - for stdout)");
+  const std::optional<Index> index = IndexOption(line);
   Dict dict = client.open(line.operands[0]);
   // Refuse before downloading what could not be written anyway.
   for (const LeafInfo& leaf : dict.describe().leaves) {
@@ -123,7 +132,12 @@ void RunGet(Client& client, const CommandLine& line, std::ostream& /*out*/) {
                      "(see 'tdstore ls " + dict.name() + "')");
     }
   }
-  WriteNpy(*output, dict.get(path));
+  if (!index) {
+    WriteNpy(*output, dict.get(path));
+    return;
+  }
+  const LocalDict selected = dict.index(*index, {path});
+  WriteNpy(*output, selected.at(path));
 }
 
 void RunRemove(Client& client, const CommandLine& line, std::ostream& /*out*/) {

@@ -16,9 +16,9 @@ void RunCreate(Client& client, const CommandLine& line, std::ostream& out);
 void RunList(Client& client, const CommandLine& line, std::ostream& out);
 // info NAME
 void RunInfo(Client& client, const CommandLine& line, std::ostream& out);
-// put NAME PATH FILE.npy
+// put NAME PATH FILE.npy [--index TEXT | --index-file IDX.npy]
 void RunPut(Client& client, const CommandLine& line, std::ostream& out);
-// get NAME PATH -o FILE.npy
+// get NAME PATH -o FILE.npy [--index TEXT | --index-file IDX.npy]
 void RunGet(Client& client, const CommandLine& line, std::ostream& out);
 // rm NAME [PATH]
 void RunRemove(Client& client, const CommandLine& line, std::ostream& out);

@@ -28,8 +28,18 @@ Commands:
   ls NAME                     list the leaves of a dict: path, dtype, shape, bytes
   info NAME                   batch size, block layout, version, leaves, handle
   put NAME PATH FILE.npy      store a .npy file as leaf PATH (written a/b/c)
+  put NAME PATH FILE.npy --index IDX | --index-file IDX.npy
+                              write rows only: PATH[IDX] = the file (broadcast as
+                              torch does; a missing leaf is created zero-filled)
   get NAME PATH -o FILE.npy   write leaf PATH to a .npy file (-o - for stdout)
+  get NAME PATH -o FILE.npy --index IDX | --index-file IDX.npy
+                              write PATH[IDX] only, reading just those rows
   rm NAME [PATH]              delete the dict, or one leaf or nested dict of it
+
+Indices (over the batch dims, as Python writes them; quote them for the shell):
+  3   -1   3:10:2   ::3   :   ...   [1,5,9]   [[0,1],[2,3]]   [True,False,True]
+  and tuples of these over several batch dims: 2,1:5   ...,0   [0,2],:
+  IDX.npy holds integer positions (any shape) or a 1-D bool mask.
 
 Options:
   --addr ADDR   tdstored address, host:port or unix:///path
@@ -54,8 +64,8 @@ const std::vector<CommandSpec>& Commands() {
       {"create", 1, 1, {"batch-size", "rows-per-block", "part-bytes"}, RunCreate},
       {"ls", 0, 1, {}, RunList},
       {"info", 1, 1, {}, RunInfo},
-      {"put", 3, 3, {}, RunPut},
-      {"get", 2, 2, {"output"}, RunGet},
+      {"put", 3, 3, {"index", "index-file"}, RunPut},
+      {"get", 2, 2, {"output", "index", "index-file"}, RunGet},
       {"rm", 1, 2, {}, RunRemove},
   };
   return *commands;

@@ -76,11 +76,22 @@ const std::string& Client::address() const { return impl_->address; }
 
 Dict Client::create(const std::string& name, std::vector<int64_t> batch_size,
                     CreateOptions options) {
+  return create(name, std::move(batch_size), {}, options);
+}
+
+Dict Client::create(const std::string& name, std::vector<int64_t> batch_size,
+                    const std::vector<LeafSpec>& schema, CreateOptions options) {
   v1::CreateDictRequest request;
   request.set_name(name);
   request.mutable_batch_shape()->Assign(batch_size.begin(), batch_size.end());
   request.mutable_options()->set_rows_per_block(options.rows_per_block);
   request.mutable_options()->set_part_bytes(options.part_bytes);
+  for (const LeafSpec& spec : schema) {
+    v1::LeafSpec* leaf = request.add_leaves();
+    ToProto(spec.path, leaf->mutable_path());
+    leaf->set_dtype(ToProtoDType(spec.dtype, spec.path));
+    leaf->mutable_element_shape()->Assign(spec.element_shape.begin(), spec.element_shape.end());
+  }
   v1::DictInfo info;
   impl_->Call(&v1::TdStore::Stub::CreateDict, request, &info);
   return Dict(impl_, info.name(), info.id());

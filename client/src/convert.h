@@ -27,6 +27,11 @@ std::vector<int64_t> FromProto(const google::protobuf::RepeatedField<int64_t>& d
 LeafInfo FromProto(const v1::LeafInfo& leaf);
 DictInfo FromProto(const v1::DictInfo& info);
 
+// An Index as the wire's message (index.cc). INVALID_ARGUMENT for what the
+// client can already tell is wrong: a float or undefined index tensor, a bool
+// mask that is not 1-D, a slice step <= 0. Bounds are the server's to check.
+void ToProto(const Index& index, v1::Index* out);
+
 }  // namespace tdstore
 
 #endif  // TDSTORE_CLIENT_SRC_CONVERT_H_

@@ -46,6 +46,42 @@ LocalDict Dict::get_many(const std::vector<Key>& paths) {
 
 LocalDict Dict::to_local() { return ReadLeaves(*impl_, name_, {}); }
 
+LocalDict Dict::index(const Index& index, const std::vector<Key>& paths) {
+  v1::Index proto;
+  ToProto(index, &proto);
+  // Unlike get_many, no paths means every leaf, as for to_local().
+  return ReadLeaves(*impl_, name_, paths, nullptr, &proto);
+}
+
+void Dict::set_index(const Index& index, const std::map<Key, at::Tensor>& values,
+                     SetIndexOptions options) {
+  // The index is checked even when there is nothing to write.
+  v1::Index proto;
+  ToProto(index, &proto);
+  if (values.empty()) return;
+  std::vector<std::pair<Key, at::Tensor>> leaves(values.begin(), values.end());
+  if (options.cast) {
+    // Leaves that do not exist yet keep the value's dtype: the server
+    // creates them with it.
+    const DictInfo info = describe();
+    for (auto& [path, value] : leaves) {
+      if (!value.defined()) continue;  // WriteLeaves names it
+      for (const LeafInfo& leaf : info.leaves) {
+        if (leaf.path == path && value.scalar_type() != leaf.dtype) {
+          value = value.to(leaf.dtype);
+          break;
+        }
+      }
+    }
+  }
+  WriteLeaves(*impl_, name_, leaves, &proto);
+}
+
+void Dict::set_index(const Index& index, const Key& path, const at::Tensor& value,
+                     SetIndexOptions options) {
+  set_index(index, std::map<Key, at::Tensor>{{path, value}}, options);
+}
+
 std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) {
   v1::ListKeysRequest request;
   request.set_dict(name_);

@@ -88,6 +88,17 @@ struct ReadStream {
   }
 };
 
+// A request message must fit the protocol's 4 MiB; only an index (many
+// positions) can make it that big.
+void CheckRequestSize(const google::protobuf::Message& message) {
+  const size_t bytes = message.ByteSizeLong();
+  if (bytes > static_cast<size_t>(kMaxRequestBytes)) {
+    throw Error(StatusCode::kInvalidArgument,
+                "the index is too large for one request (" + std::to_string(bytes) +
+                    " bytes encoded, the protocol allows 4 MiB): split it into several calls");
+  }
+}
+
 [[noreturn]] void NestedDict(const std::string& dict, const Key& path) {
   throw Error(StatusCode::kInvalidArgument,
               "'" + path.str() + "' in dict '" + dict +
@@ -187,11 +198,16 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
 }  // namespace
 
 void WriteLeaves(const Client::Impl& impl, const std::string& dict,
-                 const std::vector<std::pair<Key, at::Tensor>>& leaves) {
+                 const std::vector<std::pair<Key, at::Tensor>>& leaves, const v1::Index* index) {
   std::vector<v1::DType> dtypes;
   dtypes.reserve(leaves.size());
   for (const auto& [path, value] : leaves) dtypes.push_back(CheckWritable(path, value));
   const int64_t chunk_bytes = impl.options.chunk_bytes;
+
+  v1::WriteChunk chunk;
+  chunk.mutable_begin()->set_dict(dict);
+  if (index != nullptr) *chunk.mutable_begin()->mutable_index() = *index;
+  CheckRequestSize(chunk);
 
   WriteStream stream;
   impl.Prepare(&stream.context);
@@ -207,8 +223,6 @@ void WriteLeaves(const Client::Impl& impl, const std::string& dict,
     impl.Fail(status);
   };
 
-  v1::WriteChunk chunk;
-  chunk.mutable_begin()->set_dict(dict);
   send(chunk);
   for (size_t i = 0; i < leaves.size(); ++i) {
     const Key& path = leaves[i].first;
@@ -236,10 +250,15 @@ void WriteLeaves(const Client::Impl& impl, const std::string& dict,
 }
 
 LocalDict ReadLeaves(const Client::Impl& impl, const std::string& dict,
-                     const std::vector<Key>& paths, const Key* exact_leaf) {
+                     const std::vector<Key>& paths, const Key* exact_leaf,
+                     const v1::Index* index) {
   v1::ReadLeavesRequest request;
   request.set_dict(dict);
   for (const Key& path : paths) ToProto(path, request.add_paths());
+  if (index != nullptr) {
+    *request.mutable_index() = *index;
+    CheckRequestSize(request);
+  }
 
   for (int attempt = 0;; ++attempt) {
     LocalDict out;

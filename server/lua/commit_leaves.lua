@@ -1,9 +1,13 @@
 -- Makes freshly written generations visible: the commit of a write.
 -- KEYS[1] meta, KEYS[2] leaves, KEYS[3] pending (same slot: {dict_id}).
--- ARGV[1] n, then n triples: encoded path, leaf record, generation.
--- All leaves flip together or none does. Returns {version, old_1, ..., old_n}
--- where old_i is the replaced leaf record or '' when the path was new. Each
--- replaced generation is parked in the pending hash as already expired
+-- ARGV[1] n, ARGV[2] mode, then n triples: encoded path, leaf record,
+-- generation. Mode 'replace': all leaves flip together or none does.
+-- Mode 'create': only paths that are still absent get their new leaf (the
+-- zero-filled leaves an indexed write creates); a path someone else created
+-- meanwhile keeps theirs, and ours is parked for deletion like a replaced
+-- one (its slot in the reply is 'kept'). Returns {version, old_1, ..., old_n}
+-- where old_i is the replaced leaf record, '' when the path was new, or
+-- 'kept'. Each replaced generation is parked in the pending hash as already expired
 -- ("expires_ms=0;<record>"): the caller deletes its blocks right away and
 -- then the entry, and if the caller dies first the sweeper does it.
 -- Errors: TDNOTFOUND (dict deleted), TDSWEPT (a generation's pending entry is
@@ -13,15 +17,16 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return redis.error_reply('TDNOTFOUND the dict was deleted')
 end
 local n = tonumber(ARGV[1])
+local create_only = ARGV[2] == 'create'
 for i = 0, n - 1 do
-  local gen = ARGV[2 + 3 * i + 2]
+  local gen = ARGV[3 + 3 * i + 2]
   if redis.call('HEXISTS', KEYS[3], gen) == 0 then
     return redis.error_reply('TDSWEPT ' .. gen)
   end
 end
 local existing = redis.call('HKEYS', KEYS[2])
 for i = 0, n - 1 do
-  local p = ARGV[2 + 3 * i]
+  local p = ARGV[3 + 3 * i]
   for _, f in ipairs(existing) do
     if f ~= p and (string.sub(p, 1, #f + 1) == f .. '/' or string.sub(f, 1, #p + 1) == p .. '/') then
       return redis.error_reply('TDCONFLICT ' .. p .. '\n' .. f)
@@ -30,14 +35,19 @@ for i = 0, n - 1 do
 end
 local out = {0}
 for i = 0, n - 1 do
-  local p, rec, gen = ARGV[2 + 3 * i], ARGV[2 + 3 * i + 1], ARGV[2 + 3 * i + 2]
+  local p, rec, gen = ARGV[3 + 3 * i], ARGV[3 + 3 * i + 1], ARGV[3 + 3 * i + 2]
   local old = redis.call('HGET', KEYS[2], p)
-  redis.call('HSET', KEYS[2], p, rec)
-  redis.call('HDEL', KEYS[3], gen)
-  if old then
-    redis.call('HSET', KEYS[3], string.match(old, 'gen=(%d+)'), 'expires_ms=0;' .. old)
+  if create_only and old then
+    redis.call('HSET', KEYS[3], gen, 'expires_ms=0;' .. rec)
+    out[#out + 1] = 'kept'
+  else
+    redis.call('HSET', KEYS[2], p, rec)
+    redis.call('HDEL', KEYS[3], gen)
+    if old then
+      redis.call('HSET', KEYS[3], string.match(old, 'gen=(%d+)'), 'expires_ms=0;' .. old)
+    end
+    out[#out + 1] = old or ''
   end
-  out[#out + 1] = old or ''
 end
 out[1] = redis.call('HINCRBY', KEYS[1], 'version', 1)
 return out

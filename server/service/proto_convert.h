@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
+#include "common/index.h"
 #include "common/path.h"
 #include "common/shape.h"
 #include "grpcpp/support/status.h"
@@ -25,6 +26,10 @@ void ToProto(const LeafPath& path, v1::Path* out);
 
 // INVALID_ARGUMENT for a number that is not a known dtype.
 absl::StatusOr<DType> FromProto(v1::DType dtype);
+
+// The wire index as the planner's IndexSpec. INVALID_ARGUMENT for an item
+// with no kind or a step given as 0 or less is left to ResolveIndex.
+absl::StatusOr<IndexSpec> FromProto(const v1::Index& index);
 
 Shape ShapeFromProto(const google::protobuf::RepeatedField<int64_t>& dims);
 

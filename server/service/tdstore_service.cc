@@ -4,6 +4,7 @@
 
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
+#include "server/store/indexed_access.h"
 #include "server/store/leaf_reader.h"
 #include "server/store/leaf_writer.h"
 
@@ -11,9 +12,43 @@ namespace tdstore::service {
 
 grpc::Status TdStoreService::CreateDict(grpc::ServerContext*, const v1::CreateDictRequest* req,
                                         v1::DictInfo* resp) {
-  auto schema = store_->CreateDict(req->name(), ShapeFromProto(req->batch_shape()),
-                                   req->options().rows_per_block(), req->options().part_bytes());
+  // Check the schema before creating anything: a rejected create writes
+  // nothing.
+  const Shape batch = ShapeFromProto(req->batch_shape());
+  std::vector<store::ZeroLeaf> leaves;
+  for (const v1::LeafSpec& spec : req->leaves()) {
+    auto path = FromProto(spec.path());
+    if (!path.ok()) return ToGrpc(path.status());
+    auto dtype = FromProto(spec.dtype());
+    if (!dtype.ok()) return ToGrpc(dtype.status());
+    Shape shape = batch;
+    shape.insert(shape.end(), spec.element_shape().begin(), spec.element_shape().end());
+    if (auto s = ValidateShape(shape, StrCat("shape of leaf '", PathToDisplay(*path), "'"));
+        !s.ok()) {
+      return ToGrpc(s);
+    }
+    if (auto bytes = ByteSize(shape, DTypeSize(*dtype)); !bytes.ok()) return ToGrpc(bytes.status());
+    for (const store::ZeroLeaf& other : leaves) {
+      if (IsPathPrefix(other.path, *path) || IsPathPrefix(*path, other.path)) {
+        return ToGrpc(absl::InvalidArgumentError(
+            StrCat("schema leaves '", PathToDisplay(other.path), "' and '", PathToDisplay(*path),
+                   "' overlap")));
+      }
+    }
+    leaves.push_back({*std::move(path), *dtype, std::move(shape)});
+  }
+  auto schema = store_->CreateDict(req->name(), batch, req->options().rows_per_block(),
+                                   req->options().part_bytes());
   if (!schema.ok()) return ToGrpc(schema.status());
+  if (!leaves.empty()) {
+    if (auto s = store::CreateZeroFilledLeaves(store_, req->name(), leaves); !s.ok()) {
+      // Take the half-made dict back rather than leave it without its schema.
+      (void)store_->DeleteDict(req->name());
+      return ToGrpc(s);
+    }
+    schema = store_->LoadDict(req->name());
+    if (!schema.ok()) return ToGrpc(schema.status());
+  }
   ToProto(*schema, resp);
   return grpc::Status::OK;
 }
@@ -57,6 +92,9 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
   if (chunk.kind_case() != v1::WriteChunk::kBegin) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "a write stream must start with WriteBegin");
+  }
+  if (chunk.begin().has_index()) {
+    return WriteIndexed(ctx, reader, chunk.begin(), resp);
   }
   auto txn = store::WriteTxn::Begin(store_, chunk.begin().dict());
   if (!txn.ok()) return ToGrpc(txn.status());
@@ -102,43 +140,57 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+namespace {
+
+// Writes one LeafHeader message.
+bool SendHeader(grpc::ServerWriter<v1::ReadChunk>* writer, const LeafPath& path, DType dtype,
+                const Shape& shape) {
+  v1::ReadChunk out;
+  v1::LeafHeader* h = out.mutable_header();
+  ToProto(path, h->mutable_path());
+  h->set_dtype(static_cast<v1::DType>(dtype));
+  for (int64_t d : shape) h->add_shape(d);
+  auto bytes = ByteSize(shape, DTypeSize(dtype));
+  h->set_byte_size(bytes.ok() ? *bytes : 0);
+  return writer->Write(out);
+}
+
+bool SendBegin(grpc::ServerWriter<v1::ReadChunk>* writer, const Shape& batch_shape,
+               size_t leaf_count) {
+  v1::ReadChunk out;
+  v1::ReadBegin* begin = out.mutable_begin();
+  for (int64_t d : batch_shape) begin->add_batch_shape(d);
+  begin->set_leaf_count(static_cast<int32_t>(leaf_count));
+  return writer->Write(out);
+}
+
+const grpc::Status kClientGone(grpc::StatusCode::CANCELLED, "client went away");
+
+}  // namespace
+
 grpc::Status TdStoreService::ReadLeaves(grpc::ServerContext* ctx,
                                         const v1::ReadLeavesRequest* req,
                                         grpc::ServerWriter<v1::ReadChunk>* writer) {
-  auto schema = store_->LoadDict(req->dict());
-  if (!schema.ok()) return ToGrpc(schema.status());
-
-  // Resolve every requested path (leaf or prefix) before sending anything.
-  std::map<std::string, const store::Leaf*> selected;  // encoded path order
-  if (req->paths().empty()) {
-    for (const auto& [encoded, leaf] : schema->leaves) selected.emplace(encoded, &leaf);
-  }
+  std::vector<LeafPath> paths;
   for (const v1::Path& p : req->paths()) {
     auto path = FromProto(p);
     if (!path.ok()) return ToGrpc(path.status());
-    std::vector<const store::Leaf*> under = schema->Under(*path);
-    if (under.empty()) {
-      return ToGrpc(absl::NotFoundError(StrCat("dict '", req->dict(), "' has no leaf '",
-                                               PathToDisplay(*path), "'")));
-    }
-    for (const store::Leaf* leaf : under) selected.emplace(EncodePath(leaf->path), leaf);
+    paths.push_back(*std::move(path));
   }
+  if (req->has_index()) return ReadIndexed(ctx, req, paths, writer);
 
+  auto schema = store_->LoadDict(req->dict());
+  if (!schema.ok()) return ToGrpc(schema.status());
+  // Resolve every requested path (leaf or prefix) before sending anything.
+  auto selected = schema->Select(paths);
+  if (!selected.ok()) return ToGrpc(selected.status());
+
+  if (!SendBegin(writer, schema->meta.batch_shape, selected->size())) return kClientGone;
   v1::ReadChunk out;
-  v1::ReadBegin* begin = out.mutable_begin();
-  for (int64_t d : schema->meta.batch_shape) begin->add_batch_shape(d);
-  begin->set_leaf_count(static_cast<int32_t>(selected.size()));
-  if (!writer->Write(out)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-
-  for (const auto& [_, leaf] : selected) {
-    out.Clear();
-    v1::LeafHeader* h = out.mutable_header();
-    ToProto(leaf->path, h->mutable_path());
-    h->set_dtype(static_cast<v1::DType>(leaf->record.dtype));
-    for (int64_t d : leaf->record.shape) h->add_shape(d);
-    auto bytes = ByteSize(leaf->record.shape, DTypeSize(leaf->record.dtype));
-    h->set_byte_size(bytes.ok() ? *bytes : 0);
-    if (!writer->Write(out)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  for (const store::Leaf* leaf : *selected) {
+    if (!SendHeader(writer, leaf->path, leaf->record.dtype, leaf->record.shape)) {
+      return kClientGone;
+    }
 
     absl::Status status = store::ReadLeaf(*store_, *schema, *leaf, [&](std::string_view bytes) {
       if (ctx->IsCancelled()) return absl::CancelledError("client went away");
@@ -149,6 +201,110 @@ grpc::Status TdStoreService::ReadLeaves(grpc::ServerContext* ctx,
     });
     if (!status.ok()) return ToGrpc(status);
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status TdStoreService::ReadIndexed(grpc::ServerContext* ctx,
+                                         const v1::ReadLeavesRequest* req,
+                                         const std::vector<LeafPath>& paths,
+                                         grpc::ServerWriter<v1::ReadChunk>* writer) {
+  auto index = FromProto(req->index());
+  if (!index.ok()) return ToGrpc(index.status());
+  // The whole selection is gathered first (bounded by max_indexed_bytes):
+  // rows come from blocks in block order but go out in index order.
+  auto result = store::ReadIndexedLeaves(*store_, req->dict(), *index, paths);
+  if (!result.ok()) return ToGrpc(result.status());
+
+  if (!SendBegin(writer, result->result_shape, result->leaves.size())) return kClientGone;
+  v1::ReadChunk out;
+  for (const store::IndexedReadResult::LeafData& leaf : result->leaves) {
+    if (!SendHeader(writer, leaf.leaf.path, leaf.leaf.record.dtype, leaf.shape)) {
+      return kClientGone;
+    }
+    for (size_t at = 0; at < leaf.bytes.size(); at += kMaxChunkBytes) {
+      if (ctx->IsCancelled()) return kClientGone;
+      out.Clear();
+      out.set_data(leaf.bytes.data() + at,
+                   std::min<size_t>(kMaxChunkBytes, leaf.bytes.size() - at));
+      if (!writer->Write(out)) return kClientGone;
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
+                                          grpc::ServerReader<v1::WriteChunk>* reader,
+                                          const v1::WriteBegin& begin,
+                                          v1::WriteLeavesResponse* resp) {
+  auto index = FromProto(begin.index());
+  if (!index.ok()) return ToGrpc(index.status());
+  // Every value is received and checked before anything is written: the
+  // rows of all leaves in one block go to Redis in one script call.
+  std::vector<store::IndexedWriteValue> values;
+  int64_t received = 0;
+  v1::WriteChunk chunk;
+  while (reader->Read(&chunk)) {
+    switch (chunk.kind_case()) {
+      case v1::WriteChunk::kHeader: {
+        const v1::LeafHeader& h = chunk.header();
+        auto path = FromProto(h.path());
+        if (!path.ok()) return ToGrpc(path.status());
+        auto dtype = FromProto(h.dtype());
+        if (!dtype.ok()) return ToGrpc(dtype.status());
+        if (!values.empty() &&
+            static_cast<int64_t>(values.back().bytes.size()) != values.back().declared) {
+          return ToGrpc(absl::InvalidArgumentError(
+              StrCat("leaf '", PathToDisplay(values.back().path), "': header announced ",
+                     values.back().declared, " bytes but ", values.back().bytes.size(),
+                     " arrived")));
+        }
+        store::IndexedWriteValue& v = values.emplace_back();
+        v.path = *std::move(path);
+        v.dtype = *dtype;
+        v.shape = ShapeFromProto(h.shape());
+        v.declared = h.byte_size();
+        if (v.declared < 0) return ToGrpc(absl::InvalidArgumentError("negative byte count"));
+        break;
+      }
+      case v1::WriteChunk::kData: {
+        if (values.empty()) {
+          return ToGrpc(absl::InvalidArgumentError("data arrived before any leaf header"));
+        }
+        const std::string& data = chunk.data();
+        if (static_cast<int64_t>(data.size()) > kMaxChunkBytes) {
+          return ToGrpc(absl::InvalidArgumentError("data chunk exceeds the 1 MiB chunk limit"));
+        }
+        store::IndexedWriteValue& v = values.back();
+        if (static_cast<int64_t>(v.bytes.size() + data.size()) > v.declared) {
+          return ToGrpc(absl::InvalidArgumentError(StrCat(
+              "leaf '", PathToDisplay(v.path), "': more data than the ", v.declared,
+              " bytes its header announced")));
+        }
+        received += static_cast<int64_t>(data.size());
+        if (received > store_->options().max_indexed_bytes) {
+          return ToGrpc(absl::ResourceExhaustedError(
+              StrCat("an indexed write may carry at most ", store_->options().max_indexed_bytes,
+                     " bytes")));
+        }
+        v.bytes.append(data);
+        break;
+      }
+      default:
+        return ToGrpc(absl::InvalidArgumentError("WriteBegin may appear only once, first"));
+    }
+  }
+  if (ctx->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "write stream cancelled; nothing written");
+  }
+  if (!values.empty() &&
+      static_cast<int64_t>(values.back().bytes.size()) != values.back().declared) {
+    return ToGrpc(absl::InvalidArgumentError(
+        StrCat("leaf '", PathToDisplay(values.back().path), "': header announced ",
+               values.back().declared, " bytes but ", values.back().bytes.size(), " arrived")));
+  }
+  auto written = store::WriteIndexedLeaves(store_, begin.dict(), *index, values);
+  if (!written.ok()) return ToGrpc(written.status());
+  for (const store::Leaf& leaf : *written) ToProto(leaf, resp->add_written());
   return grpc::Status::OK;
 }
 

@@ -14,6 +14,9 @@
 #ifndef TDSTORE_SERVER_SERVICE_TDSTORE_SERVICE_H_
 #define TDSTORE_SERVER_SERVICE_TDSTORE_SERVICE_H_
 
+#include <vector>
+
+#include "common/path.h"
 #include "server/store/dict_store.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
@@ -50,6 +53,13 @@ class TdStoreService final : public v1::TdStore::Service {
                       v1::ExistsResponse* resp) override;
 
  private:
+  // The indexed forms of ReadLeaves and WriteLeaves (request has an index).
+  grpc::Status ReadIndexed(grpc::ServerContext* ctx, const v1::ReadLeavesRequest* req,
+                           const std::vector<LeafPath>& paths,
+                           grpc::ServerWriter<v1::ReadChunk>* writer);
+  grpc::Status WriteIndexed(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
+                            const v1::WriteBegin& begin, v1::WriteLeavesResponse* resp);
+
   store::DictStore* const store_;
 };
 

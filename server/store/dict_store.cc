@@ -71,7 +71,7 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
   return schema;
 }
 
-absl::StatusOr<std::string> DictStore::LookupId(std::string_view name) {
+absl::StatusOr<std::string> DictStore::LookupId(std::string_view name) const {
   if (auto s = CheckName(name); !s.ok()) return s;
   const std::string catalog = keys_.Catalog();
   auto reply = redis_->Call(catalog, {"HGET", catalog, name});
@@ -81,7 +81,7 @@ absl::StatusOr<std::string> DictStore::LookupId(std::string_view name) {
   return std::string(reply->str());
 }
 
-absl::StatusOr<DictSchema> DictStore::LoadDictById(const std::string& id) {
+absl::StatusOr<DictSchema> DictStore::LoadDictById(const std::string& id) const {
   const std::string meta_key = keys_.Meta(id);
   const std::string leaves_key = keys_.Leaves(id);
   // Both keys share the slot {id}: one pipeline, one round trip.
@@ -98,7 +98,7 @@ absl::StatusOr<DictSchema> DictStore::LoadDictById(const std::string& id) {
   return ParseSchema(id, StringArray(*meta), StringArray(*leaves));
 }
 
-absl::StatusOr<DictSchema> DictStore::LoadDict(std::string_view name) {
+absl::StatusOr<DictSchema> DictStore::LoadDict(std::string_view name) const {
   auto id = LookupId(name);
   if (!id.ok()) return id.status();
   auto schema = LoadDictById(*id);

@@ -44,7 +44,7 @@ class DictStore {
 
   // The current schema of a dict (two round trips: catalog, then meta and
   // leaves pipelined). NOT_FOUND if there is no such dict.
-  absl::StatusOr<DictSchema> LoadDict(std::string_view name);
+  absl::StatusOr<DictSchema> LoadDict(std::string_view name) const;
 
   // Every dict name, sorted.
   absl::StatusOr<std::vector<std::string>> ListDicts();
@@ -74,10 +74,10 @@ class DictStore {
   // The ids of every dict in the catalog (for the sweeper).
   absl::StatusOr<std::vector<std::string>> ListDictIds();
   // Schema by id; NOT_FOUND if its meta is gone.
-  absl::StatusOr<DictSchema> LoadDictById(const std::string& id);
+  absl::StatusOr<DictSchema> LoadDictById(const std::string& id) const;
 
  private:
-  absl::StatusOr<std::string> LookupId(std::string_view name);
+  absl::StatusOr<std::string> LookupId(std::string_view name) const;
 
   redis::RedisClient* const redis_;
   const StoreOptions options_;

@@ -164,6 +164,34 @@ absl::Status WriteTxn::Append(std::string_view data) {
   return absl::OkStatus();
 }
 
+absl::Status WriteTxn::ZeroFill() {
+  if (done_) return absl::FailedPreconditionError("write transaction already finished");
+  if (leaves_.empty() || leaves_.back().written != 0) {
+    return Fail(absl::InternalError("ZeroFill needs a fresh leaf"));
+  }
+  PendingLeaf& cur = leaves_.back();
+  const BlockLayout& layout = cur.layout;
+  if (!pipe_) {
+    auto pipe = store_->redis().NewPipeline(store_->options().pipeline_depth);
+    if (!pipe.ok()) return Fail(pipe.status());
+    pipe_ = *std::move(pipe);
+  }
+  const std::string& id = schema_.meta.id;
+  const int64_t gen = cur.leaf.record.generation;
+  static const std::string_view kZero("\0", 1);
+  for (int64_t b = 0; b < layout.block_count(); ++b) {
+    for (int64_t p = 0; p < layout.part_count(b); ++p) {
+      const std::string key = store_->keys().BlockPart(id, b, gen, p);
+      const std::string last = StrCat(layout.part_size(b, p) - 1);
+      absl::Status s = pipe_->Send(key, {"SETRANGE", key, last, kZero});
+      if (s.ok()) s = DrainReplies(store_->options().pipeline_depth);
+      if (!s.ok()) return Fail(s);
+    }
+  }
+  cur.written = layout.total_bytes();
+  return absl::OkStatus();
+}
+
 absl::Status WriteTxn::DrainReplies(int keep_outstanding) {
   if (!pipe_) return absl::OkStatus();
   while (pipe_->outstanding() > keep_outstanding) {
@@ -195,7 +223,7 @@ absl::Status WriteTxn::TouchPendingIfDue() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CommitResult> WriteTxn::Commit() {
+absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
   if (done_) return absl::FailedPreconditionError("write transaction already finished");
   if (leaves_.empty()) {
     return Fail(absl::InvalidArgumentError("the write stream carried no leaf"));
@@ -211,7 +239,8 @@ absl::StatusOr<CommitResult> WriteTxn::Commit() {
   // --- The commit: one script flips every leaf. ----------------------------
   const KeySchema& keys = store_->keys();
   const std::string& id = schema_.meta.id;
-  std::vector<std::string> args{StrCat(leaves_.size())};
+  std::vector<std::string> args{StrCat(leaves_.size()),
+                                mode == CommitMode::kCreateMissing ? "create" : "replace"};
   for (const PendingLeaf& p : leaves_) {
     args.push_back(EncodePath(p.leaf.path));
     args.push_back(EncodeLeafRecord(p.leaf.record));
@@ -246,8 +275,13 @@ absl::StatusOr<CommitResult> WriteTxn::Commit() {
   CommitResult result;
   result.version = (*reply)[0].integer();
   for (size_t i = 0; i < leaves_.size(); ++i) {
-    result.written.push_back(leaves_[i].leaf);
     std::string_view old = (*reply)[i + 1].str();
+    if (old == "kept") {
+      // Someone created this path first; ours was parked for deletion.
+      (void)store_->DropRetired(schema_.meta, leaves_[i].leaf.record);
+      continue;
+    }
+    result.written.push_back(leaves_[i].leaf);
     if (old.empty()) continue;
     auto record = DecodeLeafRecord(old);
     // Best effort: on failure the sweeper finds the parked entry later.

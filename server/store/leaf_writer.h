@@ -48,6 +48,16 @@ struct CommitResult {
   int64_t version = 0;        // the dict's schema version after the commit
 };
 
+enum class CommitMode {
+  // Every leaf written replaces whatever is at its path (set / update).
+  kReplace,
+  // Only absent paths get the new leaf; a path created by someone else
+  // meanwhile keeps theirs and ours is dropped (zero-filled leaves that an
+  // indexed write or a schema creates). Those leaves are left out of
+  // CommitResult::written.
+  kCreateMissing,
+};
+
 class WriteTxn {
  public:
   // Loads the dict's schema. NOT_FOUND if it does not exist.
@@ -61,8 +71,12 @@ class WriteTxn {
   absl::Status BeginLeaf(const LeafPath& path, DType dtype, const Shape& shape, int64_t byte_size);
   // Appends bytes of the current leaf.
   absl::Status Append(std::string_view data);
+  // Fills the whole current leaf with zero bytes without sending them: each
+  // part is created by one SETRANGE of its last byte (Redis pads with
+  // zeros). The leaf must have no data appended yet.
+  absl::Status ZeroFill();
   // Flips every written leaf visible; the transaction is done either way.
-  absl::StatusOr<CommitResult> Commit();
+  absl::StatusOr<CommitResult> Commit(CommitMode mode = CommitMode::kReplace);
   // Deletes every block written and the pending entries. Idempotent.
   void Abort();
 

@@ -9,8 +9,10 @@ const Scripts& GetScripts() {
       redis::Script("claim_pending", lua::kClaimPending),
       redis::Script("commit_leaves", lua::kCommitLeaves),
       redis::Script("delete_leaves", lua::kDeleteLeaves),
+      redis::Script("read_runs", lua::kReadRuns),
       redis::Script("rename_dict", lua::kRenameDict),
       redis::Script("touch_pending", lua::kTouchPending),
+      redis::Script("write_runs", lua::kWriteRuns),
   };
   return *scripts;
 }

@@ -11,8 +11,10 @@ extern const char kBeginWrite[];
 extern const char kClaimPending[];
 extern const char kCommitLeaves[];
 extern const char kDeleteLeaves[];
+extern const char kReadRuns[];
 extern const char kRenameDict[];
 extern const char kTouchPending[];
+extern const char kWriteRuns[];
 }  // namespace tdstore::lua
 
 namespace tdstore::store {
@@ -23,8 +25,10 @@ struct Scripts {
   redis::Script claim_pending;
   redis::Script commit_leaves;
   redis::Script delete_leaves;
+  redis::Script read_runs;
   redis::Script rename_dict;
   redis::Script touch_pending;
+  redis::Script write_runs;
 };
 const Scripts& GetScripts();
 

@@ -35,6 +35,26 @@ std::vector<const Leaf*> DictSchema::Under(const LeafPath& prefix) const {
   return out;
 }
 
+absl::StatusOr<std::vector<const Leaf*>> DictSchema::Select(
+    const std::vector<LeafPath>& paths) const {
+  std::map<std::string, const Leaf*> selected;  // encoded path order, unique
+  if (paths.empty()) {
+    for (const auto& [encoded, leaf] : leaves) selected.emplace(encoded, &leaf);
+  }
+  for (const LeafPath& path : paths) {
+    std::vector<const Leaf*> under = Under(path);
+    if (under.empty()) {
+      return absl::NotFoundError(
+          StrCat("dict '", meta.name, "' has no leaf '", PathToDisplay(path), "'"));
+    }
+    for (const Leaf* leaf : under) selected.emplace(EncodePath(leaf->path), leaf);
+  }
+  std::vector<const Leaf*> out;
+  out.reserve(selected.size());
+  for (const auto& [_, leaf] : selected) out.push_back(leaf);
+  return out;
+}
+
 DictSchema::PathKind DictSchema::Classify(const LeafPath& path) const {
   if (Find(path) != nullptr) return PathKind::kLeaf;
   return Under(path).empty() ? PathKind::kAbsent : PathKind::kNode;

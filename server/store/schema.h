@@ -52,6 +52,11 @@ struct DictSchema {
   // Every leaf equal to or under `prefix`, in path order. Empty if none.
   std::vector<const Leaf*> Under(const LeafPath& prefix) const;
 
+  // The leaves a read names: every leaf when `paths` is empty, else every
+  // leaf equal to or under each path, once each, in path order. NOT_FOUND
+  // naming the first path that matches nothing.
+  absl::StatusOr<std::vector<const Leaf*>> Select(const std::vector<LeafPath>& paths) const;
+
   enum class PathKind { kAbsent, kLeaf, kNode };
   PathKind Classify(const LeafPath& path) const;
 

@@ -21,6 +21,9 @@ struct StoreOptions {
   // Commands in flight per pipeline: enough to hide a round trip, small
   // enough that a stream holds at most depth x window bytes.
   int pipeline_depth = 8;
+  // Most bytes one indexed read or write may select (summed over leaves):
+  // indexed calls gather their result in memory, so this bounds it.
+  int64_t max_indexed_bytes = 256ll << 20;
   // A write not committed within this time after its last progress is
   // considered abandoned; the sweeper deletes its blocks.
   std::chrono::milliseconds pending_timeout{std::chrono::minutes(5)};

@@ -3,112 +3,22 @@
 // exit statuses (0 ok, 1 error, 2 usage).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <sstream>
 
 #include "tdstore/client.h"
+#include "tests/e2e/cli_testing.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/tensor_testing.h"
 
 namespace tdstore::testing {
 namespace {
 
-struct CliResult {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Quote(const std::string& arg) {
-  std::string quoted = "'";
-  for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-int ExitStatus(int system_result) {
-  return WIFEXITED(system_result) ? WEXITSTATUS(system_result) : 128 + WTERMSIG(system_result);
-}
-
-bool HasNumpy() {
-  static const bool has = std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
-  return has;
-}
-
-std::string Lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
-// One line, "tdstore: ...", as the CLI promises for every failure.
-::testing::AssertionResult IsOneLineError(const CliResult& r) {
-  if (r.err.rfind("tdstore: ", 0) != 0 || std::count(r.err.begin(), r.err.end(), '\n') != 1 ||
-      r.err.back() != '\n') {
-    return ::testing::AssertionFailure() << "stderr is not one 'tdstore: ' line: [" << r.err
-                                         << "]";
-  }
-  return ::testing::AssertionSuccess();
-}
-
-class E2eCli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "tdstore-cli-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string File(const std::string& name) const { return dir_ + "/" + name; }
-
-  // Runs tdstore with `args` exactly, from the test's directory, with
-  // TDSTORE_ADDR unset unless `env` sets it ("TDSTORE_ADDR=...").
-  CliResult RunRaw(const std::vector<std::string>& args, const std::string& env = "") const {
-    std::string command = "cd " + Quote(dir_) + " && env -u TDSTORE_ADDR " + env + " " +
-                          Quote(TDSTORE_CLI_BIN);
-    for (const std::string& arg : args) command += " " + Quote(arg);
-    // Own output files per call, so calls may run from several threads.
-    static std::atomic<int> calls{0};
-    const std::string out = File("stdout." + std::to_string(calls++));
-    const std::string err = out + ".err";
-    command += " </dev/null >" + Quote(out) + " 2>" + Quote(err);
-    CliResult result;
-    result.status = ExitStatus(std::system(command.c_str()));
-    result.out = ReadFile(out);
-    result.err = ReadFile(err);
-    return result;
-  }
-  // Against the shared daemon.
-  CliResult Run(std::vector<std::string> args) const {
-    args.insert(args.begin(), {"--addr", DaemonAddress()});
-    return RunRaw(args);
-  }
-  // Runs a Python script (with NumPy as np) in the test's directory.
-  void Python(const std::string& script) const {
-    std::ofstream(File("script.py")) << "import numpy as np\n" << script;
-    const std::string command = "cd " + Quote(dir_) + " && /usr/bin/python3 script.py";
-    ASSERT_EQ(std::system(command.c_str()), 0) << script;
-  }
-
-  std::string dir_;
-};
+class E2eCli : public CliTest {};
 
 TEST_F(E2eCli, HelpAndUsageErrors) {
   CliResult help = RunRaw({"--help"});

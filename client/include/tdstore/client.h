@@ -29,6 +29,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -128,6 +129,70 @@ struct CreateOptions {
   int64_t part_bytes = 0;      // 0: server default
 };
 
+// ---- Indices over batch dims: td.index({3, Slice(1, 5)}) ---------------------
+//
+// The semantics are torch's `t.index({...})` over the dict's batch dims:
+// ints select (and remove the dim), slices keep it, int64 tensors (any shape,
+// any order, duplicates) and 1-D bool masks are advanced indices that
+// broadcast together. Missing trailing dims mean ':'.
+
+// start:stop:step; std::nullopt bounds are omitted, negative ones count from
+// the end; step must be > 0 (INVALID_ARGUMENT otherwise).
+struct Slice {
+  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
+        int64_t step = 1)
+      : start(start), stop(stop), step(step) {}
+  std::optional<int64_t> start, stop;
+  int64_t step;
+};
+
+// `...`: as many ':' as needed.
+struct Ellipsis {};
+
+// One term of an Index.
+class IndexTerm {
+ public:
+  IndexTerm(int64_t position);  // NOLINT: implicit, like torch's t.index({3})
+  IndexTerm(int position) : IndexTerm(static_cast<int64_t>(position)) {}
+  IndexTerm(Slice slice);
+  IndexTerm(Ellipsis);
+  // An integer tensor of positions (any integer dtype, any shape) or a 1-D
+  // bool mask. Floating-point tensors are rejected with INVALID_ARGUMENT
+  // when the index is used.
+  IndexTerm(at::Tensor tensor);
+  IndexTerm(std::vector<int64_t> positions);
+
+  enum class Kind { kInt, kSlice, kEllipsis, kTensor };
+  Kind kind() const { return kind_; }
+  int64_t position() const { return position_; }
+  const Slice& slice() const { return slice_; }
+  const at::Tensor& tensor() const { return tensor_; }
+
+ private:
+  Kind kind_;
+  int64_t position_ = 0;
+  Slice slice_;
+  at::Tensor tensor_;
+};
+
+// A tuple of terms: Index{3, Slice(1, 5)}; Index(tensor); Index{Ellipsis{}, 0}.
+class Index {
+ public:
+  Index(std::initializer_list<IndexTerm> terms) : terms_(terms) {}
+  Index(IndexTerm term) : terms_{std::move(term)} {}  // NOLINT: td.index(5)
+  explicit Index(std::vector<IndexTerm> terms) : terms_(std::move(terms)) {}
+  const std::vector<IndexTerm>& terms() const { return terms_; }
+
+ private:
+  std::vector<IndexTerm> terms_;
+};
+
+struct SetIndexOptions {
+  // Cast each value to its leaf's dtype first (one extra describe call).
+  // Without it a dtype mismatch is INVALID_ARGUMENT.
+  bool cast = false;
+};
+
 class Dict;
 
 class Client {
@@ -141,6 +206,16 @@ class Client {
   // Creates a dict; ALREADY_EXISTS if the name is taken.
   Dict create(const std::string& name, std::vector<int64_t> batch_size,
               CreateOptions options = {});
+  // Creates a dict with a schema: each leaf (path -> element shape and
+  // dtype) exists zero-filled at batch_size + element shape once this
+  // returns.
+  struct LeafSpec {
+    Key path;
+    at::ScalarType dtype;
+    std::vector<int64_t> element_shape;
+  };
+  Dict create(const std::string& name, std::vector<int64_t> batch_size,
+              const std::vector<LeafSpec>& schema, CreateOptions options = {});
   // Opens an existing dict; NOT_FOUND if there is none.
   Dict open(const std::string& name);
   // Names of all dicts, sorted.
@@ -186,6 +261,24 @@ class Dict {
   // read with ABORTED and the read starts again, up to 3 times; ABORTED
   // reaches the caller only if the leaf keeps changing that fast.
   LocalDict to_local();
+  // td[index]: every leaf (or those under `paths`) at the indexed batch
+  // shape, in one call, moving only the selected bytes. Errors: OUT_OF_RANGE
+  // for a position outside its dim; INVALID_ARGUMENT for a bad index (step
+  // <= 0, mask length != dim, float tensor, shapes that do not broadcast).
+  // Rows of all leaves that share a storage block are read atomically
+  // together; rows in different blocks are not (docs/storage-layout.md).
+  LocalDict index(const Index& index, const std::vector<Key>& paths = {});
+  // td[index] = values, for every leaf given, in one call. Each value's
+  // shape must equal or broadcast to the indexed batch shape + the leaf's
+  // element shape, and its dtype must equal the leaf's (see
+  // SetIndexOptions::cast). A leaf that does not exist yet is created
+  // zero-filled at the dict's batch shape first. In every error case nothing
+  // is written. Rows of all leaves that share a storage block are written
+  // atomically together.
+  void set_index(const Index& index, const std::map<Key, at::Tensor>& values,
+                 SetIndexOptions options = {});
+  void set_index(const Index& index, const Key& path, const at::Tensor& value,
+                 SetIndexOptions options = {});
   // As TensorDict.keys(include_nested, leaves_only).
   std::vector<Key> keys(bool include_nested = false, bool leaves_only = false);
   // True if `path` is a leaf or a nested sub-dict.

@@ -1,0 +1,75 @@
+// Whole indexed requests: td[index] for a set of paths, and
+// td[index] = values for a set of leaves. Builds on indexed_io.h (which
+// moves the bytes) and adds validation, broadcasting, creating missing
+// leaves, and one retry after a stale schema.
+//
+// A rejected request writes nothing: every check (index, paths, dtypes,
+// shapes, broadcasting) runs before the first byte goes to Redis.
+//
+// Errors: NOT_FOUND (dict or path), OUT_OF_RANGE (position outside its dim),
+// INVALID_ARGUMENT (bad index, dtype or shape mismatch, value that does not
+// broadcast), FAILED_PRECONDITION (a new leaf's path conflicts with a
+// sub-dict), RESOURCE_EXHAUSTED (more than options.max_indexed_bytes
+// selected), ABORTED (still stale after a retry), UNAVAILABLE.
+//
+// Thread-safe as far as the store is.
+#ifndef TDSTORE_SERVER_STORE_INDEXED_ACCESS_H_
+#define TDSTORE_SERVER_STORE_INDEXED_ACCESS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/dtype.h"
+#include "common/index.h"
+#include "common/path.h"
+#include "common/shape.h"
+#include "server/store/dict_store.h"
+
+namespace tdstore::store {
+
+struct IndexedReadResult {
+  Shape result_shape;  // the indexed batch shape
+  struct LeafData {
+    Leaf leaf;            // path and record (its full stored shape)
+    Shape shape;          // at the indexed batch shape
+    std::string bytes;    // C-order
+  };
+  std::vector<LeafData> leaves;  // in path order
+};
+
+// td[index] for every leaf under `paths` (all leaves if empty).
+absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, std::string_view dict,
+                                                    const IndexSpec& index,
+                                                    const std::vector<LeafPath>& paths);
+
+struct IndexedWriteValue {
+  LeafPath path;
+  DType dtype = DType::kUnspecified;
+  Shape shape;        // the value's own shape (broadcast to the target)
+  std::string bytes;  // C-order, exactly ByteSize(shape, dtype)
+  int64_t declared = 0;  // the byte count its header announced (service use)
+};
+
+// td[index] = value for each value; missing leaves are created zero-filled
+// (element shape = the value's dims after the indexed batch dims) first.
+// Returns the leaves written (their records as stored).
+absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
+                                                     const IndexSpec& index,
+                                                     const std::vector<IndexedWriteValue>& values);
+
+// Creates zero-filled leaves (path -> dtype and full shape) in one commit;
+// paths that exist by then are left alone. For indexed writes and for
+// dicts created with a schema.
+struct ZeroLeaf {
+  LeafPath path;
+  DType dtype = DType::kUnspecified;
+  Shape shape;  // full shape, batch dims first
+};
+absl::Status CreateZeroFilledLeaves(DictStore* store, std::string_view dict,
+                                    const std::vector<ZeroLeaf>& leaves);
+
+}  // namespace tdstore::store
+
+#endif  // TDSTORE_SERVER_STORE_INDEXED_ACCESS_H_

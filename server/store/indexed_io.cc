@@ -1,0 +1,222 @@
+#include "server/store/indexed_io.h"
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <utility>
+
+#include "absl/strings/cord.h"
+#include "common/str_cat.h"
+#include "server/store/lua_scripts.h"
+#include "server/store/redis_errors.h"
+
+namespace tdstore::store {
+
+namespace {
+
+constexpr char kStalePayload[] = "tdstore/stale";
+
+absl::Status StaleError(std::string_view key) {
+  absl::Status status = absl::AbortedError(
+      StrCat("stale: ", key, " is gone (the leaf was replaced or deleted meanwhile); retry"));
+  status.SetPayload(kStalePayload, absl::Cord("1"));
+  return status;
+}
+
+// Everything one storage block contributes to a call: the part keys it
+// touches (numbered from 1, as the scripts want) and the runs, grouped by
+// leaf, each leaf's runs in result order.
+struct BlockWork {
+  struct Run {
+    size_t leaf = 0;
+    int key = 0;  // 1-based index into keys
+    int64_t offset_in_part = 0;
+    int64_t length = 0;
+    int64_t result_offset = 0;
+  };
+  std::vector<std::string> keys;
+  std::map<std::pair<size_t, int64_t>, int> key_numbers;  // (leaf, part) -> key
+  std::vector<Run> runs;
+};
+
+absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(const DictStore& store,
+                                                          const DictSchema& schema,
+                                                          const ResolvedIndex& index,
+                                                          const std::vector<const Leaf*>& leaves) {
+  std::map<int64_t, BlockWork> blocks;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const LeafRecord& record = leaves[i]->record;
+    auto layout = schema.Layout(record);
+    if (!layout.ok()) return layout.status();
+    for (const PartRun& r : SplitRuns(PlanRuns(index, CellBytes(schema, record)), *layout)) {
+      BlockWork& work = blocks[r.block];
+      auto [it, added] = work.key_numbers.emplace(std::make_pair(i, r.part),
+                                                  static_cast<int>(work.keys.size()) + 1);
+      if (added) {
+        work.keys.push_back(
+            store.keys().BlockPart(schema.meta.id, r.block, record.generation, r.part));
+      }
+      work.runs.push_back({i, it->second, r.offset_in_part, r.length, r.result_offset});
+    }
+  }
+  return blocks;
+}
+
+// One block's command, owning the strings its argv points into.
+struct BlockCommand {
+  std::vector<std::string> storage;
+  std::vector<std::string_view> keys;  // for a script: its KEYS
+  std::vector<std::string_view> args;  // for a script: its ARGV
+  std::vector<std::string_view> argv;  // the whole command
+  std::string_view routing_key;
+  const redis::Script* script = nullptr;  // null: a plain command
+};
+
+void FinishScriptCommand(BlockCommand& cmd, const redis::Script& script, std::string numkeys) {
+  cmd.script = &script;
+  cmd.storage.push_back(std::move(numkeys));
+  // `storage` must not reallocate from here on: views point into it.
+  cmd.argv = {"EVALSHA", script.sha1(), cmd.storage.back()};
+  cmd.argv.insert(cmd.argv.end(), cmd.keys.begin(), cmd.keys.end());
+  cmd.argv.insert(cmd.argv.end(), cmd.args.begin(), cmd.args.end());
+  cmd.routing_key = cmd.keys.front();
+}
+
+// Sends every block's command on one pipeline, `depth` in flight, and hands
+// each reply to `on_reply` in block order. A NOSCRIPT reply (Redis restarted
+// or flushed its scripts) is redone through RedisClient::Eval, which loads
+// the script and retries.
+absl::Status RunBlocks(const DictStore& store, std::vector<BlockCommand>& commands,
+                       const std::function<absl::Status(size_t, const redis::Reply&)>& on_reply) {
+  if (commands.empty()) return absl::OkStatus();
+  const int depth = store.options().pipeline_depth;
+  auto pipe = store.redis().NewPipeline(depth);
+  if (!pipe.ok()) return pipe.status();
+  size_t sent = 0;
+  for (size_t received = 0; received < commands.size(); ++received) {
+    while (sent < commands.size() && (*pipe)->outstanding() < depth) {
+      const BlockCommand& c = commands[sent++];
+      if (auto s = (*pipe)->Send(c.routing_key, c.argv); !s.ok()) return s;
+    }
+    auto reply = (*pipe)->Receive();
+    if (!reply.ok()) return reply.status();
+    const BlockCommand& c = commands[received];
+    if (c.script != nullptr && reply->is_error() && reply->str().substr(0, 8) == "NOSCRIPT") {
+      reply = store.redis().Eval(*c.script, c.keys, c.args);
+      if (!reply.ok()) return reply.status();
+    }
+    if (ErrorTag(*reply) == "TDSTALE") return StaleError(ErrorDetail(*reply));
+    if (auto s = ReplyStatus(*reply, "indexed block access"); !s.ok()) return s;
+    if (auto s = on_reply(received, *reply); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsStale(const absl::Status& status) {
+  return status.GetPayload(kStalePayload).has_value();
+}
+
+int64_t CellBytes(const DictSchema& schema, const LeafRecord& record) {
+  int64_t bytes = DTypeSize(record.dtype);
+  for (size_t d = schema.meta.batch_shape.size(); d < record.shape.size(); ++d) {
+    bytes *= record.shape[d];
+  }
+  return bytes;
+}
+
+Shape IndexedShape(const DictSchema& schema, const LeafRecord& record,
+                   const Shape& result_shape) {
+  Shape shape = result_shape;
+  shape.insert(shape.end(), record.shape.begin() + schema.meta.batch_shape.size(),
+               record.shape.end());
+  return shape;
+}
+
+absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
+                                                     const DictSchema& schema,
+                                                     const ResolvedIndex& index,
+                                                     const std::vector<const Leaf*>& leaves) {
+  std::vector<std::string> out(leaves.size());
+  const int64_t cells = static_cast<int64_t>(index.cells.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    out[i].resize(static_cast<size_t>(cells * CellBytes(schema, leaves[i]->record)));
+  }
+  auto blocks = GroupByBlock(store, schema, index, leaves);
+  if (!blocks.ok()) return blocks.status();
+
+  std::vector<BlockCommand> commands;
+  std::vector<const BlockWork*> works;
+  commands.reserve(blocks->size());
+  for (const auto& [block, work] : *blocks) {
+    BlockCommand& cmd = commands.emplace_back();
+    works.push_back(&work);
+    if (work.runs.size() == 1) {
+      // One contiguous run: a plain GETRANGE is atomic by itself.
+      const BlockWork::Run& r = work.runs[0];
+      cmd.storage = {work.keys[0], StrCat(r.offset_in_part),
+                     StrCat(r.offset_in_part + r.length - 1)};
+      cmd.argv = {"GETRANGE", cmd.storage[0], cmd.storage[1], cmd.storage[2]};
+      cmd.routing_key = cmd.storage[0];
+      continue;
+    }
+    cmd.storage.reserve(work.keys.size() + 3 * work.runs.size() + 1);
+    for (const std::string& k : work.keys) cmd.keys.push_back(cmd.storage.emplace_back(k));
+    for (const BlockWork::Run& r : work.runs) {
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.key)));
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.offset_in_part)));
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.length)));
+    }
+    FinishScriptCommand(cmd, GetScripts().read_runs, StrCat(work.keys.size()));
+  }
+
+  auto status = RunBlocks(store, commands, [&](size_t i, const redis::Reply& reply) {
+    std::string_view bytes = reply.str();
+    int64_t expected = 0;
+    for (const BlockWork::Run& r : works[i]->runs) expected += r.length;
+    if (static_cast<int64_t>(bytes.size()) != expected) return StaleError(works[i]->keys[0]);
+    int64_t at = 0;
+    for (const BlockWork::Run& r : works[i]->runs) {
+      std::memcpy(out[r.leaf].data() + r.result_offset, bytes.data() + at,
+                  static_cast<size_t>(r.length));
+      at += r.length;
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
+                          const ResolvedIndex& index, const std::vector<IndexedValue>& values) {
+  std::vector<const Leaf*> leaves;
+  for (const IndexedValue& v : values) leaves.push_back(v.leaf);
+  auto blocks = GroupByBlock(store, schema, index, leaves);
+  if (!blocks.ok()) return blocks.status();
+
+  // Every block is a write_runs.lua call, even with a single run: only the
+  // script can refuse to write into a key that no longer exists.
+  std::vector<BlockCommand> commands;
+  commands.reserve(blocks->size());
+  for (const auto& [block, work] : *blocks) {
+    BlockCommand& cmd = commands.emplace_back();
+    cmd.storage.reserve(work.keys.size() + 4 * work.runs.size() + 2);
+    for (const std::string& k : work.keys) cmd.keys.push_back(cmd.storage.emplace_back(k));
+    std::string& blob = cmd.storage.emplace_back();
+    cmd.args.push_back(blob);  // fixed up below, once the blob is complete
+    for (const BlockWork::Run& r : work.runs) {
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.key)));
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.offset_in_part)));
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.length)));
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(blob.size())));
+      blob.append(values[r.leaf].bytes.substr(static_cast<size_t>(r.result_offset),
+                                              static_cast<size_t>(r.length)));
+    }
+    cmd.args[0] = blob;
+    FinishScriptCommand(cmd, GetScripts().write_runs, StrCat(work.keys.size()));
+  }
+  return RunBlocks(store, commands, [](size_t, const redis::Reply&) { return absl::OkStatus(); });
+}
+
+}  // namespace tdstore::store

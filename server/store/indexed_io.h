@@ -1,0 +1,67 @@
+// Indexed reads and writes: td[index] and td[index] = values, moving only
+// the selected bytes.
+//
+// The index is resolved once (common/index.h) into the selected batch cells;
+// each leaf's cells become byte runs split at part boundaries; the runs of
+// *all* leaves are grouped by storage block, and each block is served by one
+// call: a plain GETRANGE when the block holds a single run, else
+// read_runs.lua / write_runs.lua with every run of every leaf in that block.
+// So all selected rows of all leaves within one block are read or written
+// atomically together; rows in different blocks are not (a reader may see
+// block 1 before and block 2 after a concurrent write). Block calls are
+// pipelined, at most options.pipeline_depth in flight.
+//
+// Writes never create keys: write_runs.lua checks every key exists and is
+// long enough, and answers "stale" instead. A stale block (the leaf was
+// replaced or deleted since the schema was read) fails the call with
+// IsStale(status); callers refresh the schema and retry once.
+//
+// Thread-safe as far as the store is; one call per thread.
+#ifndef TDSTORE_SERVER_STORE_INDEXED_IO_H_
+#define TDSTORE_SERVER_STORE_INDEXED_IO_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/index.h"
+#include "server/store/dict_store.h"
+#include "server/store/schema.h"
+
+namespace tdstore::store {
+
+// True for the status ReadIndexed/WriteIndexed return when a generation they
+// planned against is gone (ABORTED with a "stale" payload).
+bool IsStale(const absl::Status& status);
+
+// Bytes one cell (one index of every batch dim) of this leaf occupies.
+int64_t CellBytes(const DictSchema& schema, const LeafRecord& record);
+
+// The leaf's shape at an indexed batch shape: result_shape + element shape.
+Shape IndexedShape(const DictSchema& schema, const LeafRecord& record,
+                   const Shape& result_shape);
+
+// Reads the selected cells of each leaf; returns one C-order buffer per leaf
+// (same order as `leaves`), each IndexedShape() in size.
+absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
+                                                     const DictSchema& schema,
+                                                     const ResolvedIndex& index,
+                                                     const std::vector<const Leaf*>& leaves);
+
+// One leaf's new values: C-order bytes at exactly IndexedShape().
+struct IndexedValue {
+  const Leaf* leaf = nullptr;
+  std::string_view bytes;
+};
+
+// Writes the values into the selected cells. Where the index selects a cell
+// more than once, the last occurrence in result order wins (torch leaves
+// this undefined).
+absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
+                          const ResolvedIndex& index, const std::vector<IndexedValue>& values);
+
+}  // namespace tdstore::store
+
+#endif  // TDSTORE_SERVER_STORE_INDEXED_IO_H_

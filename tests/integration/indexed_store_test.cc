@@ -1,0 +1,284 @@
+// server/store's indexed path against a real redis-server: td[idx] reads and
+// td[idx] = v writes across tiny blocks and parts, the "stale" protocol,
+// NOSCRIPT recovery, creating missing leaves, rejected writes leaving Redis
+// byte-for-byte unchanged, and how many bytes an indexed read moves.
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/redis/redis_address.h"
+#include "server/redis/standalone_client.h"
+#include "server/store/dict_store.h"
+#include "server/store/indexed_access.h"
+#include "server/store/indexed_io.h"
+#include "server/store/leaf_reader.h"
+#include "server/store/leaf_writer.h"
+#include "tests/support/redis_server.h"
+
+namespace tdstore::store {
+namespace {
+
+using ::tdstore::testing::RedisServerProcess;
+
+class IndexedStoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    redis_ = new RedisServerProcess();
+    ASSERT_TRUE(redis_->Start().ok());
+  }
+  static void TearDownTestSuite() {
+    delete redis_;
+    redis_ = nullptr;
+  }
+
+  void SetUp() override {
+    ns_ = std::string("i") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    auto address = redis::ParseRedisUrl(redis_->url());
+    ASSERT_TRUE(address.ok());
+    client_ = std::make_unique<redis::StandaloneClient>(*address, redis::ConnectOptions{});
+    StoreOptions options;
+    options.ns = ns_;
+    options.pipeline_depth = 3;
+    store_ = std::make_unique<DictStore>(client_.get(), options);
+  }
+
+  // Byte-exact picture of every key of this test's namespace.
+  std::vector<std::string> Snapshot() const {
+    std::vector<std::string> out;
+    for (const std::string& k : redis_->Keys(ns_ + ":*")) {
+      out.push_back(k);
+      for (const std::string& v : redis_->Command({"DUMP", k})) out.push_back(v);
+    }
+    return out;
+  }
+
+  static std::string RandomBytes(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::string s(n, '\0');
+    for (char& c : s) c = static_cast<char>(rng());
+    return s;
+  }
+
+  void WriteWhole(const std::string& dict, const LeafPath& path, DType dtype, const Shape& shape,
+                  const std::string& bytes) {
+    auto txn = WriteTxn::Begin(store_.get(), dict);
+    ASSERT_TRUE(txn.ok()) << txn.status();
+    ASSERT_TRUE((*txn)->BeginLeaf(path, dtype, shape, bytes.size()).ok());
+    ASSERT_TRUE((*txn)->Append(bytes).ok());
+    ASSERT_TRUE((*txn)->Commit().ok());
+  }
+
+  std::string ReadWhole(const std::string& dict, const LeafPath& path) {
+    auto schema = store_->LoadDict(dict);
+    EXPECT_TRUE(schema.ok());
+    std::string out;
+    EXPECT_TRUE(ReadLeaf(*store_, *schema, *schema->Find(path), [&](std::string_view b) {
+                  out.append(b);
+                  return absl::OkStatus();
+                }).ok());
+    return out;
+  }
+
+  static RedisServerProcess* redis_;
+  std::string ns_;
+  std::unique_ptr<redis::StandaloneClient> client_;
+  std::unique_ptr<DictStore> store_;
+};
+
+RedisServerProcess* IndexedStoreTest::redis_ = nullptr;
+
+// A local model: the bytes td[index] selects, computed from ResolveIndex's
+// cells. (That ResolveIndex itself matches torch is index_torch_test's job;
+// this test checks the store moves exactly the bytes the plan names.)
+std::string Select(const std::string& leaf, const ResolvedIndex& r, int64_t cell) {
+  std::string out;
+  for (int64_t c : r.cells) out.append(leaf, static_cast<size_t>(c * cell), static_cast<size_t>(cell));
+  return out;
+}
+
+TEST_F(IndexedStoreTest, RandomReadsAndWritesMatchTheModel) {
+  // batch [20, 3], 2 x int32 per cell (8 bytes); 4 rows per block = 96-byte
+  // blocks in 10-byte parts: runs split across parts all the time.
+  ASSERT_TRUE(store_->CreateDict("d", {20, 3}, 4, 10).ok());
+  std::string model = RandomBytes(20 * 3 * 8, 1);
+  WriteWhole("d", {"x"}, DType::kInt32, {20, 3, 2}, model);
+  WriteWhole("d", {"y"}, DType::kUInt8, {20, 3}, RandomBytes(60, 2));
+
+  std::mt19937 rng(3);
+  for (int round = 0; round < 200; ++round) {
+    IndexSpec index;
+    switch (rng() % 4) {
+      case 0:
+        index = {IndexTerm::Int(static_cast<int64_t>(rng() % 40) - 20)};
+        break;
+      case 1:
+        index = {IndexTerm::Slice(rng() % 20, std::nullopt, 1 + rng() % 3),
+                 IndexTerm::Slice(std::nullopt, std::nullopt, 2)};
+        break;
+      case 2: {
+        std::vector<int64_t> rows;
+        for (int i = 0; i < 7; ++i) rows.push_back(rng() % 20);
+        index = {IndexTerm::Positions(rows), IndexTerm::Int(rng() % 3)};
+        break;
+      }
+      default: {
+        std::vector<bool> mask(20);
+        for (size_t i = 0; i < mask.size(); ++i) mask[i] = rng() % 2;
+        index = {IndexTerm::Mask(mask)};
+      }
+    }
+    auto resolved = ResolveIndex(index, {20, 3});
+    ASSERT_TRUE(resolved.ok()) << resolved.status();
+
+    auto read = ReadIndexedLeaves(*store_, "d", index, {{"x"}});
+    ASSERT_TRUE(read.ok()) << read.status();
+    ASSERT_EQ(read->leaves.size(), 1u);
+    EXPECT_EQ(read->result_shape, resolved->result_shape);
+    EXPECT_EQ(read->leaves[0].bytes, Select(model, *resolved, 8)) << "round " << round;
+
+    // Write fresh values; the model applies them in result order (the last
+    // duplicate wins, as the store promises).
+    std::string values = RandomBytes(resolved->cells.size() * 8, 100 + round);
+    Shape value_shape = resolved->result_shape;
+    value_shape.push_back(2);
+    auto written = WriteIndexedLeaves(store_.get(), "d", index,
+                                      {{{"x"}, DType::kInt32, value_shape, values}});
+    ASSERT_TRUE(written.ok()) << written.status();
+    for (size_t i = 0; i < resolved->cells.size(); ++i) {
+      std::memcpy(model.data() + resolved->cells[i] * 8, values.data() + i * 8, 8);
+    }
+    ASSERT_EQ(ReadWhole("d", {"x"}), model) << "round " << round;
+  }
+}
+
+TEST_F(IndexedStoreTest, BroadcastScalarValue) {
+  ASSERT_TRUE(store_->CreateDict("d", {10}, 3, 1000).ok());
+  WriteWhole("d", {"x"}, DType::kInt16, {10, 2}, std::string(40, '\0'));
+  // td[[1, 7]] = int16 0x0101 broadcast from shape [].
+  auto written = WriteIndexedLeaves(store_.get(), "d", {IndexTerm::Positions({1, 7})},
+                                    {{{"x"}, DType::kInt16, {}, std::string(2, '\x01')}});
+  ASSERT_TRUE(written.ok()) << written.status();
+  std::string expected(40, '\0');
+  for (int row : {1, 7}) std::memset(expected.data() + row * 4, 1, 4);
+  EXPECT_EQ(ReadWhole("d", {"x"}), expected);
+}
+
+TEST_F(IndexedStoreTest, MissingLeafIsCreatedZeroFilledThenWritten) {
+  ASSERT_TRUE(store_->CreateDict("d", {6}, 4, 7).ok());
+  auto written = WriteIndexedLeaves(store_.get(), "d", {IndexTerm::Slice(2, 4)},
+                                    {{{"new", "leaf"}, DType::kUInt8, {2, 3}, "abcdef"}});
+  ASSERT_TRUE(written.ok()) << written.status();
+  auto schema = store_->LoadDict("d");
+  ASSERT_EQ(schema->Find({"new", "leaf"})->record.shape, (Shape{6, 3}));
+  EXPECT_EQ(ReadWhole("d", {"new", "leaf"}), std::string(6, '\0') + "abcdef" + std::string(6, '\0'));
+}
+
+TEST_F(IndexedStoreTest, RejectedWritesLeaveRedisByteForByteUnchanged) {
+  ASSERT_TRUE(store_->CreateDict("d", {10, 2}, 3, 16).ok());
+  WriteWhole("d", {"x"}, DType::kFloat32, {10, 2, 3}, RandomBytes(240, 1));
+  const std::vector<std::string> before = Snapshot();
+  struct Case {
+    const char* what;
+    IndexSpec index;
+    IndexedWriteValue value;
+    absl::StatusCode code;
+  };
+  const std::string twelve(12, 'v');
+  const Case cases[] = {
+      {"row out of range", {IndexTerm::Positions({1, 10})},
+       {{"x"}, DType::kFloat32, {2, 2, 3}, std::string(48, 'v')}, absl::StatusCode::kOutOfRange},
+      {"negative row out of range", {IndexTerm::Int(-11)},
+       {{"x"}, DType::kFloat32, {2, 3}, std::string(24, 'v')}, absl::StatusCode::kOutOfRange},
+      {"mask length", {IndexTerm::Mask({true, false})},
+       {{"x"}, DType::kFloat32, {1, 2, 3}, std::string(24, 'v')},
+       absl::StatusCode::kInvalidArgument},
+      {"step 0", {IndexTerm::Slice(0, 4, 0)},
+       {{"x"}, DType::kFloat32, {4, 2, 3}, std::string(96, 'v')},
+       absl::StatusCode::kInvalidArgument},
+      {"shape mismatch", {IndexTerm::Int(3)},
+       {{"x"}, DType::kFloat32, {3, 2}, std::string(24, 'v')}, absl::StatusCode::kInvalidArgument},
+      {"dtype mismatch", {IndexTerm::Int(3), IndexTerm::Int(1)},
+       {{"x"}, DType::kInt32, {3}, twelve}, absl::StatusCode::kInvalidArgument},
+      {"byte count", {IndexTerm::Int(3), IndexTerm::Int(1)},
+       {{"x"}, DType::kFloat32, {3}, std::string(11, 'v')}, absl::StatusCode::kInvalidArgument},
+      {"new leaf, bad index", {IndexTerm::Positions({99})},
+       {{"fresh"}, DType::kFloat32, {1}, std::string(4, 'v')}, absl::StatusCode::kOutOfRange},
+      {"too many index terms", {IndexTerm::Int(0), IndexTerm::Int(0), IndexTerm::Int(0)},
+       {{"x"}, DType::kFloat32, {3}, twelve}, absl::StatusCode::kInvalidArgument},
+  };
+  for (const Case& c : cases) {
+    auto written = WriteIndexedLeaves(store_.get(), "d", c.index, {c.value});
+    EXPECT_EQ(written.status().code(), c.code) << c.what << ": " << written.status();
+    EXPECT_EQ(Snapshot(), before) << c.what << " changed Redis";
+  }
+}
+
+TEST_F(IndexedStoreTest, StaleGenerationIsReportedNotRecreated) {
+  ASSERT_TRUE(store_->CreateDict("d", {8}, 2, 100).ok());
+  WriteWhole("d", {"x"}, DType::kUInt8, {8}, "abcdefgh");
+  auto old_schema = store_->LoadDict("d");
+  ASSERT_TRUE(old_schema.ok());
+  WriteWhole("d", {"x"}, DType::kUInt8, {8}, "ABCDEFGH");  // old generation deleted
+  const std::vector<std::string> keys = redis_->Keys(ns_ + ":*");
+
+  auto resolved = ResolveIndex({IndexTerm::Positions({1, 6})}, {8});
+  ASSERT_TRUE(resolved.ok());
+  const Leaf* stale_leaf = old_schema->Find({"x"});
+  absl::Status write = WriteIndexed(*store_, *old_schema, *resolved, {{stale_leaf, "zz"}});
+  EXPECT_TRUE(IsStale(write)) << write;
+  EXPECT_EQ(redis_->Keys(ns_ + ":*"), keys) << "a stale write recreated old keys";
+  auto read = ReadIndexed(*store_, *old_schema, *resolved, {stale_leaf});
+  EXPECT_TRUE(IsStale(read.status())) << read.status();
+
+  // The request-level calls refresh the schema and succeed.
+  ASSERT_TRUE(WriteIndexedLeaves(store_.get(), "d", {IndexTerm::Positions({1, 6})},
+                                 {{{"x"}, DType::kUInt8, {2}, "zz"}})
+                  .ok());
+  EXPECT_EQ(ReadWhole("d", {"x"}), "AzCDEFzH");
+}
+
+TEST_F(IndexedStoreTest, ScriptsAreReloadedAfterScriptFlush) {
+  ASSERT_TRUE(store_->CreateDict("d", {8}, 2, 100).ok());
+  WriteWhole("d", {"x"}, DType::kUInt8, {8}, "abcdefgh");
+  redis_->Command({"SCRIPT", "FLUSH"});
+  auto read = ReadIndexedLeaves(*store_, "d", {IndexTerm::Positions({7, 0, 3})}, {});
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->leaves[0].bytes, "had");
+  redis_->Command({"SCRIPT", "FLUSH"});
+  ASSERT_TRUE(WriteIndexedLeaves(store_.get(), "d", {IndexTerm::Positions({0, 5})},
+                                 {{{"x"}, DType::kUInt8, {2}, "XY"}})
+                  .ok());
+  EXPECT_EQ(ReadWhole("d", {"x"}), "XbcdeYgh");
+}
+
+TEST_F(IndexedStoreTest, SampledReadMovesAboutTheSelectedBytes) {
+  // 100,000 rows of 64 float32 (256 bytes); 256 random rows = 64 KiB.
+  ASSERT_TRUE(store_->CreateDict("d", {100000}, 0, 0).ok());
+  WriteWhole("d", {"obs"}, DType::kFloat32, {100000, 64}, RandomBytes(100000 * 256, 5));
+  std::mt19937 rng(9);
+  std::vector<int64_t> rows;
+  for (int i = 0; i < 256; ++i) rows.push_back(rng() % 100000);
+  auto net_out = [&] {
+    for (const std::string& line : redis_->Command({"INFO", "stats"})) {
+      size_t at = line.find("total_net_output_bytes:");
+      if (at != std::string::npos) return std::stoll(line.substr(at + 23));
+    }
+    return -1LL;
+  };
+  const long long before = net_out();
+  auto read = ReadIndexedLeaves(*store_, "d", {IndexTerm::Positions(rows)}, {});
+  const long long after = net_out();
+  ASSERT_TRUE(read.ok()) << read.status();
+  const long long selected = 256 * 256;
+  std::printf("indexed read of 256 random rows: %lld bytes out of Redis for %lld selected (%.3fx)\n",
+              after - before, selected, static_cast<double>(after - before) / selected);
+  // 1.1x the selected bytes plus the schema lookups' small replies.
+  EXPECT_LE(after - before, selected * 11 / 10 + 4096) << "moved " << (after - before);
+}
+
+}  // namespace
+}  // namespace tdstore::store

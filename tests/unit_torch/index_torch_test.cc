@@ -1,0 +1,3 @@
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+TEST(X, Y) {}
