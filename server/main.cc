@@ -22,6 +22,7 @@
 #include "server/redis/standalone_client.h"
 #include "server/service/tdstore_service.h"
 #include "server/store/dict_store.h"
+#include "server/store/lua_scripts.h"
 #include "server/store/sweeper.h"
 
 extern char** environ;
@@ -107,6 +108,8 @@ int Run(int argc, char** argv) {
       Log("warning: Redis does not answer yet: " + pong.status().ToString());
     } else if (pong->is_error()) {
       Log("warning: Redis refused PING: " + std::string(pong->str()));
+    } else if (auto loaded = store::PreloadScripts(redis_client); !loaded.ok()) {
+      Log("warning: could not preload the Lua scripts: " + loaded.ToString());
     }
   }
 

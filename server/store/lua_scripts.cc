@@ -1,5 +1,7 @@
 #include "server/store/lua_scripts.h"
 
+#include <string>
+
 namespace tdstore::store {
 
 const Scripts& GetScripts() {
@@ -15,6 +17,23 @@ const Scripts& GetScripts() {
       redis::Script("write_runs", lua::kWriteRuns),
   };
   return *scripts;
+}
+
+absl::Status PreloadScripts(redis::RedisClient& redis) {
+  const Scripts& s = GetScripts();
+  for (const redis::Script* script :
+       {&s.begin_write, &s.claim_pending, &s.commit_leaves, &s.delete_leaves, &s.read_runs,
+        &s.rename_dict, &s.touch_pending, &s.write_runs}) {
+    auto reply = redis.Call("", {"SCRIPT", "LOAD", script->body()});
+    if (!reply.ok()) return reply.status();
+    if (reply->is_error()) {
+      return absl::InternalError("SCRIPT LOAD " + script->name() + ": " + std::string(reply->str()));
+    }
+    if (reply->str() != script->sha1()) {
+      return absl::InternalError("SCRIPT LOAD " + script->name() + " returned an unexpected SHA1");
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tdstore::store

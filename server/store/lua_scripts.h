@@ -4,6 +4,8 @@
 #ifndef TDSTORE_SERVER_STORE_LUA_SCRIPTS_H_
 #define TDSTORE_SERVER_STORE_LUA_SCRIPTS_H_
 
+#include "absl/status/status.h"
+#include "server/redis/redis_client.h"
 #include "server/redis/script.h"
 
 namespace tdstore::lua {
@@ -31,6 +33,11 @@ struct Scripts {
   redis::Script write_runs;
 };
 const Scripts& GetScripts();
+
+// SCRIPT LOADs every script on the server behind `redis`, so the first calls
+// need no NOSCRIPT round trip. Calls still recover from NOSCRIPT (a restarted
+// or flushed Redis) by loading again, so failing here is not fatal.
+absl::Status PreloadScripts(redis::RedisClient& redis);
 
 }  // namespace tdstore::store
 

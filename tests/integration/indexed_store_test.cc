@@ -17,6 +17,7 @@
 #include "server/store/indexed_io.h"
 #include "server/store/leaf_reader.h"
 #include "server/store/leaf_writer.h"
+#include "server/store/lua_scripts.h"
 #include "tests/support/redis_server.h"
 
 namespace tdstore::store {
@@ -253,6 +254,17 @@ TEST_F(IndexedStoreTest, ScriptsAreReloadedAfterScriptFlush) {
                                  {{{"x"}, DType::kUInt8, {2}, "XY"}})
                   .ok());
   EXPECT_EQ(ReadWhole("d", {"x"}), "XbcdeYgh");
+}
+
+TEST_F(IndexedStoreTest, PreloadLoadsEveryScriptUnderItsLocalSha1) {
+  redis_->Command({"SCRIPT", "FLUSH"});
+  ASSERT_TRUE(PreloadScripts(*client_).ok());
+  const Scripts& s = GetScripts();
+  for (const redis::Script* script : {&s.begin_write, &s.commit_leaves, &s.read_runs,
+                                      &s.write_runs, &s.delete_leaves, &s.claim_pending,
+                                      &s.touch_pending, &s.rename_dict}) {
+    EXPECT_EQ(redis_->Command({"SCRIPT", "EXISTS", script->sha1()}).at(0), "1") << script->name();
+  }
 }
 
 TEST_F(IndexedStoreTest, SampledReadMovesAboutTheSelectedBytes) {
