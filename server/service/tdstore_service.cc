@@ -241,7 +241,16 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
   // Every value is received and checked before anything is written: the
   // rows of all leaves in one block go to Redis in one script call.
   std::vector<store::IndexedWriteValue> values;
+  std::vector<int64_t> declared;  // byte count each header announced
   int64_t received = 0;
+  auto incomplete = [&]() -> absl::Status {
+    if (values.empty() || static_cast<int64_t>(values.back().bytes.size()) == declared.back()) {
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(
+        StrCat("leaf '", PathToDisplay(values.back().path), "': header announced ",
+               declared.back(), " bytes but ", values.back().bytes.size(), " arrived"));
+  };
   v1::WriteChunk chunk;
   while (reader->Read(&chunk)) {
     switch (chunk.kind_case()) {
@@ -251,19 +260,13 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
         if (!path.ok()) return ToGrpc(path.status());
         auto dtype = FromProto(h.dtype());
         if (!dtype.ok()) return ToGrpc(dtype.status());
-        if (!values.empty() &&
-            static_cast<int64_t>(values.back().bytes.size()) != values.back().declared) {
-          return ToGrpc(absl::InvalidArgumentError(
-              StrCat("leaf '", PathToDisplay(values.back().path), "': header announced ",
-                     values.back().declared, " bytes but ", values.back().bytes.size(),
-                     " arrived")));
-        }
+        if (auto s = incomplete(); !s.ok()) return ToGrpc(s);
+        if (h.byte_size() < 0) return ToGrpc(absl::InvalidArgumentError("negative byte count"));
         store::IndexedWriteValue& v = values.emplace_back();
         v.path = *std::move(path);
         v.dtype = *dtype;
         v.shape = ShapeFromProto(h.shape());
-        v.declared = h.byte_size();
-        if (v.declared < 0) return ToGrpc(absl::InvalidArgumentError("negative byte count"));
+        declared.push_back(h.byte_size());
         break;
       }
       case v1::WriteChunk::kData: {
@@ -275,9 +278,9 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
           return ToGrpc(absl::InvalidArgumentError("data chunk exceeds the 1 MiB chunk limit"));
         }
         store::IndexedWriteValue& v = values.back();
-        if (static_cast<int64_t>(v.bytes.size() + data.size()) > v.declared) {
+        if (static_cast<int64_t>(v.bytes.size() + data.size()) > declared.back()) {
           return ToGrpc(absl::InvalidArgumentError(StrCat(
-              "leaf '", PathToDisplay(v.path), "': more data than the ", v.declared,
+              "leaf '", PathToDisplay(v.path), "': more data than the ", declared.back(),
               " bytes its header announced")));
         }
         received += static_cast<int64_t>(data.size());
@@ -296,12 +299,7 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
   if (ctx->IsCancelled()) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "write stream cancelled; nothing written");
   }
-  if (!values.empty() &&
-      static_cast<int64_t>(values.back().bytes.size()) != values.back().declared) {
-    return ToGrpc(absl::InvalidArgumentError(
-        StrCat("leaf '", PathToDisplay(values.back().path), "': header announced ",
-               values.back().declared, " bytes but ", values.back().bytes.size(), " arrived")));
-  }
+  if (auto s = incomplete(); !s.ok()) return ToGrpc(s);
   auto written = store::WriteIndexedLeaves(store_, begin.dict(), *index, values);
   if (!written.ok()) return ToGrpc(written.status());
   for (const store::Leaf& leaf : *written) ToProto(leaf, resp->add_written());

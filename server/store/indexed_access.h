@@ -49,7 +49,6 @@ struct IndexedWriteValue {
   DType dtype = DType::kUnspecified;
   Shape shape;        // the value's own shape (broadcast to the target)
   std::string bytes;  // C-order, exactly ByteSize(shape, dtype)
-  int64_t declared = 0;  // the byte count its header announced (service use)
 };
 
 // td[index] = value for each value; missing leaves are created zero-filled
