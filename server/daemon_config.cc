@@ -50,8 +50,9 @@ std::vector<Setting> Settings() {
       {"unix-socket", "also serve on this unix socket path (created mode 0660)", "",
        Text(&DaemonConfig::unix_socket)},
       {"redis",
-       "redis://[user:password@]host:port[/db] or unix:///path.sock; empty starts an "
-       "embedded redis-server",
+       "redis://[user:password@]host:port[/db], unix:///path.sock, or "
+       "redis-cluster://[user:password@]host1:port1,host2:port2 (seed nodes); empty starts "
+       "an embedded redis-server",
        "", Text(&DaemonConfig::redis_url)},
       {"redis-password-file", "read the Redis password from this file (overrides the URL's)", "",
        [](DaemonConfig& c, const std::string& v) {

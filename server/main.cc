@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/daemon_config.h"
+#include "server/redis/cluster_client.h"
 #include "server/redis/embedded_redis.h"
 #include "server/redis/redis_address.h"
 #include "server/redis/standalone_client.h"
@@ -90,7 +91,7 @@ int Run(int argc, char** argv) {
     Log("started embedded redis-server (pid " + std::to_string(embedded->pid()) + ") at " +
         address.Redacted() + (config->data_dir.empty() ? " without persistence"
                                                         : " persisting to " + config->data_dir));
-  } else {
+  } else if (!redis::IsClusterUrl(config->redis_url)) {
     auto parsed = redis::ParseRedisUrl(config->redis_url);
     if (!parsed.ok()) {
       Log("--redis: " + std::string(parsed.status().message()));
@@ -100,7 +101,22 @@ int Run(int argc, char** argv) {
   }
   if (!config->redis_password.empty()) address.password = config->redis_password;
 
-  redis::StandaloneClient redis_client(address, redis::ConnectOptions{});
+  std::unique_ptr<redis::RedisClient> redis_owner;
+  if (redis::IsClusterUrl(config->redis_url)) {
+    auto seeds = redis::ParseClusterUrl(config->redis_url);
+    if (!seeds.ok()) {
+      Log("--redis: " + std::string(seeds.status().message()));
+      return 2;
+    }
+    if (!config->redis_password.empty()) {
+      for (redis::RedisAddress& seed : *seeds) seed.password = config->redis_password;
+    }
+    redis_owner = std::make_unique<redis::ClusterClient>(*std::move(seeds),
+                                                         redis::ConnectOptions{});
+  } else {
+    redis_owner = std::make_unique<redis::StandaloneClient>(address, redis::ConnectOptions{});
+  }
+  redis::RedisClient& redis_client = *redis_owner;
   {
     auto pong = redis_client.Call("", {"PING"});
     if (!pong.ok()) {
@@ -116,7 +132,7 @@ int Run(int argc, char** argv) {
   store::DictStore store(&redis_client, config->store);
   store::Sweeper sweeper(&store);
   sweeper.Start(config->sweep_interval);
-  service::TdStoreService service(&store);
+  service::TdStoreService service(&store, &redis_client);
 
   // --- gRPC ---------------------------------------------------------------
   grpc::EnableDefaultHealthCheckService(true);

@@ -196,3 +196,44 @@ absl::StatusOr<RedisAddress> ParseRedisUrl(std::string_view url) {
 }
 
 }  // namespace tdstore::redis
+
+namespace tdstore::redis {
+
+namespace {
+constexpr std::string_view kClusterScheme = "redis-cluster://";
+}  // namespace
+
+bool IsClusterUrl(std::string_view url) {
+  return url.substr(0, kClusterScheme.size()) == kClusterScheme;
+}
+
+absl::StatusOr<std::vector<RedisAddress>> ParseClusterUrl(std::string_view url) {
+  if (!IsClusterUrl(url)) {
+    return absl::InvalidArgumentError("invalid Redis Cluster URL: expected redis-cluster://");
+  }
+  std::string_view rest = url.substr(kClusterScheme.size());
+  // Credentials end at the last '@', as in ParseRedisUrl.
+  std::string credentials;
+  if (size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    credentials = std::string(rest.substr(0, at + 1));
+    rest = rest.substr(at + 1);
+  }
+  std::vector<RedisAddress> seeds;
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view host = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (host.empty()) return absl::InvalidArgumentError("invalid Redis Cluster URL: empty seed");
+    if (host.find('/') != std::string_view::npos) {
+      return absl::InvalidArgumentError(
+          "invalid Redis Cluster URL: a cluster has no database number");
+    }
+    auto address = ParseRedisUrl("redis://" + credentials + std::string(host));
+    if (!address.ok()) return address.status();
+    seeds.push_back(*std::move(address));
+  }
+  if (seeds.empty()) return absl::InvalidArgumentError("invalid Redis Cluster URL: no seed node");
+  return seeds;
+}
+
+}  // namespace tdstore::redis

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -32,6 +33,15 @@ struct RedisAddress {
 // Percent-escapes in user and password are decoded. INVALID_ARGUMENT with a
 // message that never repeats the password for anything else.
 absl::StatusOr<RedisAddress> ParseRedisUrl(std::string_view url);
+
+// True for a "redis-cluster://" URL.
+bool IsClusterUrl(std::string_view url);
+
+// Accepts redis-cluster://[user:password@]host1:port1,host2:port2,... (the
+// seed nodes of a Redis Cluster; the credentials apply to every node) and
+// returns one address per seed. INVALID_ARGUMENT as ParseRedisUrl; a
+// database number is rejected (a cluster has only db 0).
+absl::StatusOr<std::vector<RedisAddress>> ParseClusterUrl(std::string_view url);
 
 }  // namespace tdstore::redis
 

@@ -66,6 +66,11 @@ class RedisClient {
                                      absl::Span<const std::string_view> keys,
                                      absl::Span<const std::string_view> args) = 0;
 
+  // Runs a key-less command (SCRIPT LOAD, PING, INFO) on every master:
+  // one reply per master (standalone: exactly one).
+  virtual absl::StatusOr<std::vector<Reply>> CallOnEveryMaster(
+      absl::Span<const std::string_view> argv) = 0;
+
   // A new pipeline; see Pipeline.
   virtual absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) = 0;
 

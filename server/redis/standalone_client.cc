@@ -155,6 +155,15 @@ absl::StatusOr<Reply> StandaloneClient::Eval(const Script& script,
   return reply;
 }
 
+absl::StatusOr<std::vector<Reply>> StandaloneClient::CallOnEveryMaster(
+    absl::Span<const std::string_view> argv) {
+  absl::StatusOr<Reply> reply = Call("", argv);
+  if (!reply.ok()) return reply.status();
+  std::vector<Reply> replies;
+  replies.push_back(*std::move(reply));
+  return replies;
+}
+
 absl::StatusOr<std::unique_ptr<Pipeline>> StandaloneClient::NewPipeline(int max_outstanding) {
   if (max_outstanding < 1) {
     return absl::InvalidArgumentError("pipeline max_outstanding must be >= 1, got " +

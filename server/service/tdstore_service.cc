@@ -10,6 +10,20 @@
 
 namespace tdstore::service {
 
+grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext*, const v1::GetServerInfoRequest*,
+                                           v1::ServerInfo* resp) {
+  resp->set_version(TDSTORE_VERSION);
+  resp->set_backend(redis_->Describe());
+  auto pongs = redis_->CallOnEveryMaster({"PING"});
+  bool ok = pongs.ok();
+  if (ok) {
+    for (const redis::Reply& pong : *pongs) ok = ok && !pong.is_error();
+  }
+  resp->set_redis_ok(ok);
+  resp->set_redis_masters(pongs.ok() ? static_cast<int32_t>(pongs->size()) : 0);
+  return grpc::Status::OK;
+}
+
 grpc::Status TdStoreService::CreateDict(grpc::ServerContext*, const v1::CreateDictRequest* req,
                                         v1::DictInfo* resp) {
   // Check the schema before creating anything: a rejected create writes

@@ -28,7 +28,13 @@ inline constexpr int64_t kMaxChunkBytes = 1 << 20;
 class TdStoreService final : public v1::TdStore::Service {
  public:
   // `store` must outlive the service.
-  explicit TdStoreService(store::DictStore* store) : store_(store) {}
+  // `store` and `redis` must outlive the service. `redis` only answers
+  // GetServerInfo (the service never talks to Redis directly otherwise).
+  TdStoreService(store::DictStore* store, redis::RedisClient* redis)
+      : store_(store), redis_(redis) {}
+
+  grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest* req,
+                             v1::ServerInfo* resp) override;
 
   grpc::Status CreateDict(grpc::ServerContext* ctx, const v1::CreateDictRequest* req,
                           v1::DictInfo* resp) override;
@@ -61,6 +67,7 @@ class TdStoreService final : public v1::TdStore::Service {
                             const v1::WriteBegin& begin, v1::WriteLeavesResponse* resp);
 
   store::DictStore* const store_;
+  redis::RedisClient* const redis_;
 };
 
 }  // namespace tdstore::service

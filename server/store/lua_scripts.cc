@@ -24,13 +24,17 @@ absl::Status PreloadScripts(redis::RedisClient& redis) {
   for (const redis::Script* script :
        {&s.begin_write, &s.claim_pending, &s.commit_leaves, &s.delete_leaves, &s.read_runs,
         &s.rename_dict, &s.touch_pending, &s.write_runs}) {
-    auto reply = redis.Call("", {"SCRIPT", "LOAD", script->body()});
-    if (!reply.ok()) return reply.status();
-    if (reply->is_error()) {
-      return absl::InternalError("SCRIPT LOAD " + script->name() + ": " + std::string(reply->str()));
-    }
-    if (reply->str() != script->sha1()) {
-      return absl::InternalError("SCRIPT LOAD " + script->name() + " returned an unexpected SHA1");
+    auto replies = redis.CallOnEveryMaster({"SCRIPT", "LOAD", script->body()});
+    if (!replies.ok()) return replies.status();
+    for (const redis::Reply& reply : *replies) {
+      if (reply.is_error()) {
+        return absl::InternalError("SCRIPT LOAD " + script->name() + ": " +
+                                   std::string(reply.str()));
+      }
+      if (reply.str() != script->sha1()) {
+        return absl::InternalError("SCRIPT LOAD " + script->name() +
+                                   " returned an unexpected SHA1");
+      }
     }
   }
   return absl::OkStatus();

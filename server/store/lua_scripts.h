@@ -34,7 +34,7 @@ struct Scripts {
 };
 const Scripts& GetScripts();
 
-// SCRIPT LOADs every script on the server behind `redis`, so the first calls
+// SCRIPT LOADs every script on every master behind `redis`, so the first calls
 // need no NOSCRIPT round trip. Calls still recover from NOSCRIPT (a restarted
 // or flushed Redis) by loading again, so failing here is not fatal.
 absl::Status PreloadScripts(redis::RedisClient& redis);
