@@ -96,6 +96,25 @@ std::vector<Setting> Settings() {
          c.store.default_part_bytes = *n;
          return absl::OkStatus();
        }},
+      {"write-replicas",
+       "wait until this many replicas acknowledge every write (Redis WAIT); 0: do not wait",
+       "0",
+       [](DaemonConfig& c, const std::string& v) {
+         int64_t n = 0;
+         if (!absl::SimpleAtoi(v, &n) || n < 0 || n > 16) {
+           return absl::InvalidArgumentError(
+               StrCat("--write-replicas: expected 0..16, got '", v, "'"));
+         }
+         c.store.write_replicas = static_cast<int>(n);
+         return absl::OkStatus();
+       }},
+      {"write-replicas-timeout-ms", "how long a write waits for --write-replicas", "1000",
+       [](DaemonConfig& c, const std::string& v) {
+         auto n = ParsePositive("write-replicas-timeout-ms", v);
+         if (!n.ok()) return n.status();
+         c.store.write_replicas_timeout = ms(*n);
+         return absl::OkStatus();
+       }},
       {"pending-timeout-ms", "an uncommitted write idle this long is swept", "300000",
        [](DaemonConfig& c, const std::string& v) {
          auto n = ParsePositive("pending-timeout-ms", v);

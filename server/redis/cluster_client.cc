@@ -34,7 +34,8 @@ bool IsTransient(std::string_view e) {
 }
 
 // Sends ASKING and the command on one connection, as the ASK protocol needs.
-absl::StatusOr<Reply> AskingCall(StandaloneClient& pool, absl::Span<const std::string_view> argv) {
+absl::StatusOr<Reply> AskingCall(StandaloneClient& pool, absl::Span<const std::string_view> argv,
+                                 int replicas, std::chrono::milliseconds wait_timeout) {
   auto conn = pool.Acquire();
   if (!conn.ok()) return conn.status();
   const std::string_view asking[] = {"ASKING"};
@@ -43,6 +44,9 @@ absl::StatusOr<Reply> AskingCall(StandaloneClient& pool, absl::Span<const std::s
   absl::StatusOr<Reply> reply = s;
   if (s.ok()) reply = (*conn)->GetReply();              // +OK of ASKING
   if (reply.ok()) reply = (*conn)->GetReply();          // the command's reply
+  if (replicas > 0 && reply.ok() && !reply->is_error()) {
+    if (absl::Status w = (*conn)->WaitReplicas(replicas, wait_timeout); !w.ok()) reply = w;
+  }
   pool.Release(*std::move(conn));
   return reply;
 }
@@ -103,6 +107,17 @@ class ClusterPipeline : public Pipeline {
   }
 
   int outstanding() const override { return static_cast<int>(order_.size()); }
+
+  absl::Status WaitReplicas(int replicas, std::chrono::milliseconds timeout) override {
+    if (!failure_.ok()) return failure_;
+    // Commands re-issued after a redirect ran on other connections through
+    // RoutedCall, without WAIT; the masters' own WAITs below still cover
+    // every write of this pipeline's connections.
+    for (auto& [_, sub] : subs_) {
+      if (auto s = sub->WaitReplicas(replicas, timeout); !s.ok()) return Fail(s);
+    }
+    return absl::OkStatus();
+  }
 
  private:
   struct Entry {
@@ -218,7 +233,9 @@ std::vector<std::string> ClusterClient::Masters() const {
 }
 
 absl::StatusOr<Reply> ClusterClient::RoutedCall(std::string_view routing_key,
-                                                absl::Span<const std::string_view> argv) {
+                                                absl::Span<const std::string_view> argv,
+                                                int replicas,
+                                                std::chrono::milliseconds wait_timeout) {
   const int slot = KeySlot(routing_key);
   const auto deadline = std::chrono::steady_clock::now() + cluster_options_.retry_window;
   std::chrono::milliseconds backoff(20);
@@ -235,13 +252,18 @@ absl::StatusOr<Reply> ClusterClient::RoutedCall(std::string_view routing_key,
     if (node != nullptr) {
       absl::StatusOr<Reply> reply;
       if (ask_target != nullptr) {
-        reply = AskingCall(*node->pool, argv);
+        reply = AskingCall(*node->pool, argv, replicas, wait_timeout);
       } else {
         // Connect first, separately: a command that was never sent can be
         // retried safely; one lost in flight cannot (it may have run).
         auto conn = node->pool->Acquire();
         if (conn.ok()) {
           reply = (*conn)->Call(argv);
+          if (replicas > 0 && reply.ok() && !reply->is_error()) {
+            if (absl::Status w = (*conn)->WaitReplicas(replicas, wait_timeout); !w.ok()) {
+              reply = w;
+            }
+          }
           node->pool->Release(*std::move(conn));
           if (!reply.ok()) {
             (void)RefreshSlots();
@@ -295,18 +317,26 @@ absl::StatusOr<Reply> ClusterClient::Call(std::string_view routing_key,
 absl::StatusOr<Reply> ClusterClient::Eval(const Script& script,
                                           absl::Span<const std::string_view> keys,
                                           absl::Span<const std::string_view> args) {
+  return EvalDurable(script, keys, args, 0, std::chrono::milliseconds(0));
+}
+
+absl::StatusOr<Reply> ClusterClient::EvalDurable(const Script& script,
+                                                 absl::Span<const std::string_view> keys,
+                                                 absl::Span<const std::string_view> args,
+                                                 int replicas,
+                                                 std::chrono::milliseconds timeout) {
   if (keys.empty()) return absl::InvalidArgumentError("a script needs a key to route by");
   const std::string numkeys = std::to_string(keys.size());
   std::vector<std::string_view> argv{"EVALSHA", script.sha1(), numkeys};
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
-  auto reply = RoutedCall(keys[0], argv);
+  auto reply = RoutedCall(keys[0], argv, replicas, timeout);
   if (reply.ok() && reply->is_error() && StartsWith(reply->str(), "NOSCRIPT")) {
     // A new or failed-over master without our scripts: load them everywhere
     // (cheap, idempotent) and retry once.
     const std::string_view load[] = {"SCRIPT", "LOAD", script.body()};
     if (auto loaded = CallOnEveryMaster(load); !loaded.ok()) return loaded.status();
-    reply = RoutedCall(keys[0], argv);
+    reply = RoutedCall(keys[0], argv, replicas, timeout);
   }
   return reply;
 }

@@ -57,6 +57,9 @@ class ClusterClient : public RedisClient {
                              absl::Span<const std::string_view> argv) override;
   absl::StatusOr<Reply> Eval(const Script& script, absl::Span<const std::string_view> keys,
                              absl::Span<const std::string_view> args) override;
+  absl::StatusOr<Reply> EvalDurable(const Script& script, absl::Span<const std::string_view> keys,
+                                    absl::Span<const std::string_view> args, int replicas,
+                                    std::chrono::milliseconds timeout) override;
   absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) override;
   std::string Describe() const override;
 
@@ -75,8 +78,11 @@ class ClusterClient : public RedisClient {
   // The node that owns `slot`, discovering the map if needed.
   absl::StatusOr<Node*> NodeForSlot(int slot);
   // Runs argv, routed by routing_key, following redirects (see above).
+  // With replicas > 0, a successful reply is followed by WAIT on the same
+  // connection (UNAVAILABLE if fewer replicas confirm in wait_timeout).
   absl::StatusOr<Reply> RoutedCall(std::string_view routing_key,
-                                   absl::Span<const std::string_view> argv);
+                                   absl::Span<const std::string_view> argv, int replicas = 0,
+                                   std::chrono::milliseconds wait_timeout = {});
 
  private:
   Node* NodeNamed(const std::string& host, int port);  // creates on first use; mu_ held

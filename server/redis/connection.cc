@@ -173,6 +173,23 @@ absl::Status Connection::Append(absl::Span<const std::string_view> argv) {
   return absl::OkStatus();
 }
 
+absl::Status Connection::WaitReplicas(int replicas, std::chrono::milliseconds timeout) {
+  if (replicas <= 0) return absl::OkStatus();
+  const std::string n = std::to_string(replicas);
+  const std::string ms = std::to_string(timeout.count());
+  const std::string_view argv[] = {"WAIT", n, ms};
+  absl::StatusOr<Reply> reply = Call(argv);
+  if (!reply.ok()) return reply.status();
+  if (reply->is_error()) {
+    return absl::UnavailableError("WAIT failed: " + std::string(reply->str()));
+  }
+  if (reply->integer() < replicas) {
+    return absl::UnavailableError("only " + std::to_string(reply->integer()) + " of " + n +
+                                  " replicas confirmed the write within " + ms + " ms");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Connection::Flush() {
   if (broken_) return TransportError("write");
   int done = 0;

@@ -60,6 +60,11 @@ class Connection {
 
   bool broken() const { return broken_; }
 
+  // WAIT replicas timeout: blocks until `replicas` replicas acknowledged
+  // every write sent on this connection. Requires pending() == 0.
+  // UNAVAILABLE if fewer confirm in time or the connection breaks.
+  absl::Status WaitReplicas(int replicas, std::chrono::milliseconds timeout);
+
  private:
   explicit Connection(redisContext* ctx) : ctx_(ctx) {}
   absl::Status TransportError(std::string_view what);

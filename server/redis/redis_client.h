@@ -15,6 +15,7 @@
 #ifndef TDSTORE_SERVER_REDIS_REDIS_CLIENT_H_
 #define TDSTORE_SERVER_REDIS_REDIS_CLIENT_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,6 +49,11 @@ class Pipeline {
   virtual absl::StatusOr<Reply> Receive() = 0;
   // Commands sent whose replies have not been Received.
   virtual int outstanding() const = 0;
+
+  // Makes every write sent on this pipeline durable on `replicas` replicas:
+  // sends WAIT on each connection the pipeline used. Requires outstanding()
+  // == 0. UNAVAILABLE if fewer replicas confirm within `timeout`.
+  virtual absl::Status WaitReplicas(int replicas, std::chrono::milliseconds timeout) = 0;
 };
 
 class RedisClient {
@@ -70,6 +76,14 @@ class RedisClient {
   // one reply per master (standalone: exactly one).
   virtual absl::StatusOr<std::vector<Reply>> CallOnEveryMaster(
       absl::Span<const std::string_view> argv) = 0;
+
+  // Eval, then WAIT replicas timeout on the same connection (WAIT covers the
+  // writes of its own connection only). replicas == 0 is plain Eval.
+  // UNAVAILABLE if fewer replicas confirm in time (the script did run).
+  virtual absl::StatusOr<Reply> EvalDurable(const Script& script,
+                                            absl::Span<const std::string_view> keys,
+                                            absl::Span<const std::string_view> args,
+                                            int replicas, std::chrono::milliseconds timeout) = 0;
 
   // A new pipeline; see Pipeline.
   virtual absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) = 0;

@@ -62,6 +62,14 @@ class StandalonePipeline : public Pipeline {
     return conn_->pending() + static_cast<int>(buffered_.size());
   }
 
+  absl::Status WaitReplicas(int replicas, std::chrono::milliseconds timeout) override {
+    if (!failure_.ok()) return failure_;
+    if (outstanding() != 0) {
+      return absl::FailedPreconditionError("WaitReplicas with replies outstanding");
+    }
+    return conn_->WaitReplicas(replicas, timeout);
+  }
+
  private:
   // A transport error leaves the stream in an unknown state: every later
   // call reports the same error.
@@ -128,6 +136,14 @@ absl::StatusOr<Reply> StandaloneClient::Call(std::string_view /*routing_key*/,
 absl::StatusOr<Reply> StandaloneClient::Eval(const Script& script,
                                              absl::Span<const std::string_view> keys,
                                              absl::Span<const std::string_view> args) {
+  return EvalDurable(script, keys, args, 0, std::chrono::milliseconds(0));
+}
+
+absl::StatusOr<Reply> StandaloneClient::EvalDurable(const Script& script,
+                                                    absl::Span<const std::string_view> keys,
+                                                    absl::Span<const std::string_view> args,
+                                                    int replicas,
+                                                    std::chrono::milliseconds timeout) {
   const std::string numkeys = std::to_string(keys.size());
   std::vector<std::string_view> argv;
   argv.reserve(3 + keys.size() + args.size());
@@ -150,6 +166,9 @@ absl::StatusOr<Reply> StandaloneClient::Eval(const Script& script,
     } else {
       reply = (*conn)->Call(argv);
     }
+  }
+  if (replicas > 0 && reply.ok() && !reply->is_error()) {
+    if (absl::Status s = (*conn)->WaitReplicas(replicas, timeout); !s.ok()) reply = s;
   }
   Release(*std::move(conn));
   return reply;

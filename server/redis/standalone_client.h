@@ -29,6 +29,9 @@ class StandaloneClient : public RedisClient {
                              absl::Span<const std::string_view> argv) override;
   absl::StatusOr<Reply> Eval(const Script& script, absl::Span<const std::string_view> keys,
                              absl::Span<const std::string_view> args) override;
+  absl::StatusOr<Reply> EvalDurable(const Script& script, absl::Span<const std::string_view> keys,
+                                    absl::Span<const std::string_view> args, int replicas,
+                                    std::chrono::milliseconds timeout) override;
   absl::StatusOr<std::vector<Reply>> CallOnEveryMaster(
       absl::Span<const std::string_view> argv) override;
   absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) override;

@@ -87,6 +87,7 @@ void FinishScriptCommand(BlockCommand& cmd, const redis::Script& script, std::st
 // or flushed its scripts) is redone through RedisClient::Eval, which loads
 // the script and retries.
 absl::Status RunBlocks(const DictStore& store, std::vector<BlockCommand>& commands,
+                       bool wait_replicas,
                        const std::function<absl::Status(size_t, const redis::Reply&)>& on_reply) {
   if (commands.empty()) return absl::OkStatus();
   const int depth = store.options().pipeline_depth;
@@ -108,6 +109,10 @@ absl::Status RunBlocks(const DictStore& store, std::vector<BlockCommand>& comman
     if (ErrorTag(*reply) == "TDSTALE") return StaleError(ErrorDetail(*reply));
     if (auto s = ReplyStatus(*reply, "indexed block access"); !s.ok()) return s;
     if (auto s = on_reply(received, *reply); !s.ok()) return s;
+  }
+  if (wait_replicas) {
+    const StoreOptions& o = store.options();
+    if (o.write_replicas > 0) return (*pipe)->WaitReplicas(o.write_replicas, o.write_replicas_timeout);
   }
   return absl::OkStatus();
 }
@@ -171,7 +176,7 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
     FinishScriptCommand(cmd, GetScripts().read_runs, StrCat(work.keys.size()));
   }
 
-  auto status = RunBlocks(store, commands, [&](size_t i, const redis::Reply& reply) {
+  auto status = RunBlocks(store, commands, false, [&](size_t i, const redis::Reply& reply) {
     std::string_view bytes = reply.str();
     int64_t expected = 0;
     for (const BlockWork::Run& r : works[i]->runs) expected += r.length;
@@ -216,7 +221,8 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
     cmd.args[0] = blob;
     FinishScriptCommand(cmd, GetScripts().write_runs, StrCat(work.keys.size()));
   }
-  return RunBlocks(store, commands, [](size_t, const redis::Reply&) { return absl::OkStatus(); });
+  return RunBlocks(store, commands, true,
+                   [](size_t, const redis::Reply&) { return absl::OkStatus(); });
 }
 
 }  // namespace tdstore::store

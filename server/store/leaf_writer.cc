@@ -235,6 +235,14 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
                      last.layout.total_bytes(), " bytes but ", last.written, " arrived")));
   }
   if (auto s = DrainReplies(0); !s.ok()) return Fail(s);
+  const StoreOptions& options = store_->options();
+  if (pipe_ && options.write_replicas > 0) {
+    // The data must be on the replicas before the commit can point at it.
+    if (auto s = pipe_->WaitReplicas(options.write_replicas, options.write_replicas_timeout);
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
 
   // --- The commit: one script flips every leaf. ----------------------------
   const KeySchema& keys = store_->keys();
@@ -247,9 +255,22 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
     args.push_back(StrCat(p.leaf.record.generation));
   }
   std::vector<std::string_view> argv(args.begin(), args.end());
-  auto reply = store_->redis().Eval(GetScripts().commit_leaves,
-                                    {keys.Meta(id), keys.Leaves(id), keys.Pending(id)}, argv);
-  if (!reply.ok()) return Fail(reply.status());
+  auto reply = store_->redis().EvalDurable(
+      GetScripts().commit_leaves, {keys.Meta(id), keys.Leaves(id), keys.Pending(id)}, argv,
+      options.write_replicas, options.write_replicas_timeout);
+  if (!reply.ok()) {
+    // Either Redis failed or the commit ran but too few replicas confirmed
+    // it; in both cases the caller hears UNAVAILABLE. Abort only deletes
+    // blocks no record names, so a commit that did run stays intact.
+    if (options.write_replicas > 0) {
+      done_ = true;
+      pipe_.reset();
+      return absl::UnavailableError(StrCat(
+          "the write may be committed but was not confirmed by ", options.write_replicas,
+          " replica(s): ", reply.status().message()));
+    }
+    return Fail(reply.status());
+  }
   std::string_view tag = ErrorTag(*reply);
   if (tag == "TDNOTFOUND") {
     return Fail(absl::NotFoundError(

@@ -24,6 +24,11 @@ struct StoreOptions {
   // Most bytes one indexed read or write may select (summed over leaves):
   // indexed calls gather their result in memory, so this bounds it.
   int64_t max_indexed_bytes = 256ll << 20;
+  // Durability: with write_replicas > 0 every write (data and commit) waits
+  // for that many replicas to acknowledge it (Redis WAIT) and fails
+  // UNAVAILABLE if they do not within write_replicas_timeout.
+  int write_replicas = 0;
+  std::chrono::milliseconds write_replicas_timeout{1000};
   // A write not committed within this time after its last progress is
   // considered abandoned; the sweeper deletes its blocks.
   std::chrono::milliseconds pending_timeout{std::chrono::minutes(5)};

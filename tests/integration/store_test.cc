@@ -5,6 +5,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -398,6 +399,42 @@ TEST_F(StoreTest, ZeroByteLeavesHaveNoBlocks) {
   EXPECT_EQ(*Read("d", {"e"}), "");
   EXPECT_EQ(Read("s", {"scalar"})->size(), 8u);
   EXPECT_EQ(DataKeys().size(), 1u);
+}
+
+TEST_F(StoreTest, WriteReplicasWaitsForReplicaAcknowledgement) {
+  StoreOptions options = store_->options();
+  options.write_replicas = 1;
+  options.write_replicas_timeout = std::chrono::milliseconds(200);
+  DictStore durable(client_.get(), options);
+  ASSERT_TRUE(durable.CreateDict("d", {4}, 2, 100).ok());
+  auto write = [&](const std::string& bytes) {
+    auto txn = WriteTxn::Begin(&durable, "d");
+    if (!txn.ok()) return txn.status();
+    if (auto s = (*txn)->BeginLeaf({"x"}, DType::kUInt8, {4}, 4); !s.ok()) return s;
+    if (auto s = (*txn)->Append(bytes); !s.ok()) return s;
+    return (*txn)->Commit().status();
+  };
+  // No replica: the write cannot be confirmed.
+  absl::Status unconfirmed = write("abcd");
+  EXPECT_EQ(unconfirmed.code(), absl::StatusCode::kUnavailable) << unconfirmed;
+  EXPECT_NE(unconfirmed.message().find("replica"), std::string::npos) << unconfirmed;
+
+  // A real replica of the test's Redis: now WAIT is satisfied.
+  RedisServerProcess replica(::tdstore::testing::RedisServerOptions{
+      "/usr/bin/redis-server", "", "", "", {"--replicaof", "127.0.0.1",
+                                            std::to_string(redis_->port())}});
+  ASSERT_TRUE(replica.Start().ok());
+  for (int i = 0; i < 100; ++i) {
+    std::string info = redis_->Command({"INFO", "replication"}).at(0);
+    if (info.find("connected_slaves:1") != std::string::npos &&
+        info.find("state=online") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(write("efgh").ok());
+  EXPECT_EQ(*Read("d", {"x"}), "efgh");
+  replica.Stop();
 }
 
 TEST_F(StoreTest, UnreachableRedisIsUnavailable) {
