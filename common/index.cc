@@ -96,10 +96,10 @@ std::optional<int64_t> CheckedNumel(const Shape& shape) {
 
 // A batch dim that survives the ints: a slice, or one advanced index.
 struct KeptDim {
-  size_t item = 0;      // which tuple item produced it (for messages)
-  int64_t dim = 0;      // which batch dim
-  int64_t size = 0;     // batch_shape[dim]
-  int64_t stride = 0;   // in cells, C-order
+  size_t item = 0;     // which tuple item produced it (for messages)
+  int64_t dim = 0;     // which batch dim
+  int64_t size = 0;    // batch_shape[dim]
+  int64_t stride = 0;  // in cells, C-order
   bool advanced = false;
 
   // Slice (already clamped, Python style).
@@ -142,8 +142,8 @@ absl::Status CheckTerms(const IndexSpec& index, int64_t rank) {
     }
   }
   if (specified > rank) {
-    return absl::InvalidArgumentError(StrCat("too many indices: ", specified,
-                                             " for a batch shape of ", rank, " dims"));
+    return absl::InvalidArgumentError(
+        StrCat("too many indices: ", specified, " for a batch shape of ", rank, " dims"));
   }
   if (ellipses > 1) {
     return absl::InvalidArgumentError("an index can hold only one ellipsis ('...')");
@@ -242,21 +242,14 @@ std::vector<int64_t> AdvancedOffsets(const std::vector<KeptDim*>& advanced, cons
   return offsets;
 }
 
-// One axis group of the result: its dims and the batch-cell offset each of
-// its (C-order) entries adds.
-struct ResultAxis {
-  Shape dims;
+// The batch-cell offsets a slice adds, one per result entry along its dim.
+std::vector<int64_t> SliceOffsets(const KeptDim& kept) {
   std::vector<int64_t> offsets;
-};
-
-ResultAxis SliceAxis(const KeptDim& kept) {
-  ResultAxis axis;
-  axis.dims = {kept.length};
-  axis.offsets.reserve(kept.length);
+  offsets.reserve(kept.length);
   for (int64_t i = 0; i < kept.length; ++i) {
-    axis.offsets.push_back((kept.start + i * kept.step) * kept.stride);
+    offsets.push_back((kept.start + i * kept.step) * kept.stride);
   }
-  return axis;
+  return offsets;
 }
 
 }  // namespace
@@ -295,8 +288,8 @@ absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& 
   for (size_t i = 0; i < index.size(); ++i) {
     const IndexTerm& term = index[i];
     using Kind = IndexTerm::Kind;
-    const bool is_int = term.kind == Kind::kInt ||
-                        (term.kind == Kind::kPositions && term.positions_shape.empty());
+    const bool is_int =
+        term.kind == Kind::kInt || (term.kind == Kind::kPositions && term.positions_shape.empty());
     if (term.kind == Kind::kEllipsis) {
       for (int64_t n = rank - specified; n > 0; --n, ++dim) keep_all(i, dim);
     } else if (is_int) {
@@ -304,9 +297,8 @@ absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& 
       const int64_t size = batch_shape[dim];
       const int64_t p = v < 0 ? v + size : v;
       if (p < 0 || p >= size) {
-        return absl::OutOfRangeError(StrCat(ItemName(i), ": index ", v,
-                                            " is out of range for batch dim ", dim,
-                                            " of size ", size));
+        return absl::OutOfRangeError(StrCat(
+            ItemName(i), ": index ", v, " is out of range for batch dim ", dim, " of size ", size));
       }
       base += p * strides[dim];
       ++dim;
@@ -343,9 +335,8 @@ absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& 
     }
     const std::vector<bool>& mask = k.term->mask;
     if (static_cast<int64_t>(mask.size()) != k.size) {
-      return absl::InvalidArgumentError(StrCat(ItemName(k.item), ": mask of length ",
-                                               mask.size(), " for batch dim ", k.dim,
-                                               " of size ", k.size));
+      return absl::InvalidArgumentError(StrCat(ItemName(k.item), ": mask of length ", mask.size(),
+                                               " for batch dim ", k.dim, " of size ", k.size));
     }
     for (size_t j = 0; j < mask.size(); ++j) {
       if (mask[j]) k.positions.push_back(static_cast<int64_t>(j));
@@ -372,15 +363,13 @@ absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& 
   ResolvedIndex resolved;
   for (const KeptDim* k : before) resolved.result_shape.push_back(k->length);
   if (!advanced.empty()) {
-    resolved.result_shape.insert(resolved.result_shape.end(), broadcast->begin(),
-                                 broadcast->end());
+    resolved.result_shape.insert(resolved.result_shape.end(), broadcast->begin(), broadcast->end());
   }
   for (const KeptDim* k : after) resolved.result_shape.push_back(k->length);
   std::optional<int64_t> result_numel = CheckedNumel(resolved.result_shape);
   if (!broadcast_numel || !result_numel) {
-    return absl::InvalidArgumentError(StrCat("the indexed shape ",
-                                             ShapeToString(resolved.result_shape),
-                                             " is too large"));
+    return absl::InvalidArgumentError(
+        StrCat("the indexed shape ", ShapeToString(resolved.result_shape), " is too large"));
   }
 
   if (absl::Status s = CheckPositions(advanced, *broadcast_numel, *result_numel); !s.ok()) {
@@ -388,22 +377,20 @@ absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& 
   }
   if (*result_numel == 0) return resolved;
 
-  // cells = base + the sum of one offset from each axis group, in C-order.
-  std::vector<ResultAxis> axes;
-  for (const KeptDim* k : before) axes.push_back(SliceAxis(*k));
-  if (!advanced.empty()) {
-    axes.push_back({*broadcast, AdvancedOffsets(advanced, *broadcast, *broadcast_numel)});
-  }
-  for (const KeptDim* k : after) axes.push_back(SliceAxis(*k));
+  // cells = base + one offset from each group of result dims (a slice, or
+  // the whole broadcast index shape), combined in C-order.
+  std::vector<std::vector<int64_t>> groups;
+  for (const KeptDim* k : before) groups.push_back(SliceOffsets(*k));
+  if (!advanced.empty()) groups.push_back(AdvancedOffsets(advanced, *broadcast, *broadcast_numel));
+  for (const KeptDim* k : after) groups.push_back(SliceOffsets(*k));
 
-  resolved.cells.reserve(*result_numel);
-  resolved.cells.push_back(base);
+  resolved.cells = {base};
   std::vector<int64_t> next;
-  for (const ResultAxis& axis : axes) {
+  for (const std::vector<int64_t>& offsets : groups) {
     next.clear();
-    next.reserve(resolved.cells.size() * axis.offsets.size());
+    next.reserve(resolved.cells.size() * offsets.size());
     for (int64_t cell : resolved.cells) {
-      for (int64_t offset : axis.offsets) next.push_back(cell + offset);
+      for (int64_t offset : offsets) next.push_back(cell + offset);
     }
     resolved.cells.swap(next);
   }
@@ -435,11 +422,11 @@ std::vector<PartRun> SplitRuns(const std::vector<ByteRun>& runs, const BlockLayo
   out.reserve(runs.size());
   // Every block starts a new part, so splitting at parts splits at blocks too.
   for (const ByteRun& run : runs) {
-    layout.ForEachSegment(run.leaf_offset, run.length, std::numeric_limits<int64_t>::max(),
-                          [&](const Segment& seg) {
-                            out.push_back({seg.block, seg.part, seg.offset_in_part, seg.length,
-                                           run.result_offset + (seg.leaf_offset - run.leaf_offset)});
-                          });
+    layout.ForEachSegment(
+        run.leaf_offset, run.length, std::numeric_limits<int64_t>::max(), [&](const Segment& seg) {
+          out.push_back({seg.block, seg.part, seg.offset_in_part, seg.length,
+                         run.result_offset + (seg.leaf_offset - run.leaf_offset)});
+        });
   }
   return out;
 }
@@ -571,8 +558,8 @@ class IndexTextParser {
 
   // Parses one '[' ... ']' level, appending leaves in C-order; returns the
   // shape of this level. Sub-lists must all have the same shape.
-  absl::StatusOr<Shape> ParseNested(int depth, std::vector<int64_t>& ints,
-                                    std::vector<bool>& bools, Leaves& leaves) {
+  absl::StatusOr<Shape> ParseNested(int depth, std::vector<int64_t>& ints, std::vector<bool>& bools,
+                                    Leaves& leaves) {
     if (depth >= kMaxRank) return Error("lists nested too deeply");
     Consume('[');
     std::optional<Shape> child_shape;  // nullopt until the first element
@@ -670,8 +657,8 @@ class Expander {
     }
     inner_dim_ = rank;
     while (inner_dim_ > 0 && value_dims[inner_dim_ - 1] == target[inner_dim_ - 1]) --inner_dim_;
-    inner_bytes_ = inner_dim_ == rank ? elem_size
-                                      : target_strides_[inner_dim_] * target[inner_dim_];
+    inner_bytes_ =
+        inner_dim_ == rank ? elem_size : target_strides_[inner_dim_] * target[inner_dim_];
   }
 
   void Fill(size_t d, const char* src, char* dst) const {
@@ -706,8 +693,7 @@ class Expander {
 absl::StatusOr<std::string> BroadcastBytes(std::string_view value, const Shape& value_shape,
                                            const Shape& target_shape, int64_t elem_size) {
   if (elem_size < 1) {
-    return absl::InvalidArgumentError(
-        StrCat("element size must be at least 1, got ", elem_size));
+    return absl::InvalidArgumentError(StrCat("element size must be at least 1, got ", elem_size));
   }
   if (absl::Status s = ValidateShape(value_shape, "value shape"); !s.ok()) return s;
   if (absl::Status s = ValidateShape(target_shape, "target shape"); !s.ok()) return s;

@@ -30,8 +30,8 @@ bool operator==(const PartRun& a, const PartRun& b) {
          a.length == b.length && a.result_offset == b.result_offset;
 }
 std::ostream& operator<<(std::ostream& os, const PartRun& r) {
-  return os << "{block " << r.block << " part " << r.part << " at " << r.offset_in_part
-            << " len " << r.length << " result " << r.result_offset << "}";
+  return os << "{block " << r.block << " part " << r.part << " at " << r.offset_in_part << " len "
+            << r.length << " result " << r.result_offset << "}";
 }
 
 namespace {
@@ -169,6 +169,11 @@ TEST(ResolveIndexTest, IntsAreRemovedBeforeAdvancedIndicesAreLaidOut) {
   EXPECT_EQ(r.result_shape, (Shape{2, 2, 3}));
   EXPECT_EQ(r.cells, (Cells{0, 1, 2, 4, 5, 6, 12, 13, 14, 16, 17, 18}));
 
+  // Split by a slice, with a slice before: the index dims still go first.
+  r = Resolve({All(), P({0, 1}), All(), P({1, 2})}, {2, 2, 2, 3});
+  EXPECT_EQ(r.result_shape, (Shape{2, 2, 2}));
+  EXPECT_EQ(r.cells, (Cells{1, 4, 13, 16, 8, 11, 20, 23}));
+
   r = Resolve({E(), P({1, 2}), I(0)}, x);
   EXPECT_EQ(r.result_shape, (Shape{2, 2}));
   EXPECT_EQ(r.cells, (Cells{4, 8, 16, 20}));
@@ -206,6 +211,7 @@ TEST(ResolveIndexTest, PositionsAreCheckedOnlyWhereTorchChecksThem) {
   EXPECT_EQ(ResolveCode({All(), P({0}), P({0})}, {3, 0, 2}), StatusCode::kOutOfRange);
   EXPECT_EQ(ResolveCode({P({7}), P({0})}, {3, 0, 2}), StatusCode::kOutOfRange);
   EXPECT_EQ(Resolve({All(), P({0}), P({})}, {3, 0, 2}).result_shape, (Shape{3, 0}));
+  EXPECT_EQ(ResolveCode({P({0})}, {0, 0}), StatusCode::kOutOfRange);  // result [1, 0]
 }
 
 // ---------------------------------------------------------------------------
@@ -243,8 +249,7 @@ TEST(ResolveIndexTest, MaskLengthMustEqualTheDim) {
   EXPECT_EQ(ResolveCode({IndexTerm::Mask({true, false, true, true})}, {3}),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(ResolveCode({IndexTerm::Mask({})}, {3}), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ResolveCode({All(), IndexTerm::Mask({true})}, {3, 0}),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveCode({All(), IndexTerm::Mask({true})}, {3, 0}), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ResolveIndex({IndexTerm::Mask({})}, {0}).ok());
 }
 
@@ -299,8 +304,8 @@ TEST(ResolveIndexTest, RejectsBadBatchShapes) {
 TEST(PlanRunsTest, CoalescesCellsAdjacentInTheLeaf) {
   ResolvedIndex r;
   r.cells = {0, 1, 2, 5, 6, 3, 3, 2};
-  EXPECT_EQ(PlanRuns(r, 4), (std::vector<ByteRun>{
-                                {0, 12, 0}, {20, 8, 12}, {12, 4, 20}, {12, 4, 24}, {8, 4, 28}}));
+  EXPECT_EQ(PlanRuns(r, 4),
+            (std::vector<ByteRun>{{0, 12, 0}, {20, 8, 12}, {12, 4, 20}, {12, 4, 24}, {8, 4, 28}}));
   EXPECT_EQ(PlanRuns(r, 1),
             (std::vector<ByteRun>{{0, 3, 0}, {5, 2, 3}, {3, 1, 5}, {3, 1, 6}, {2, 1, 7}}));
   EXPECT_TRUE(PlanRuns(r, 0).empty());
@@ -315,13 +320,12 @@ TEST(SplitRunsTest, SplitsAtPartsAndBlocks) {
   // Rows of 3 * 2 = 6 bytes, 4 rows (24 bytes) a block, parts of 10, 10, 4.
   absl::StatusOr<BlockLayout> layout = BlockLayout::Make({10}, {10, 3}, 2, 4, 10);
   ASSERT_TRUE(layout.ok()) << layout.status();
-  EXPECT_EQ(SplitRuns({{8, 40, 100}}, *layout),
-            (std::vector<PartRun>{{0, 0, 8, 2, 100},
-                                  {0, 1, 0, 10, 102},
-                                  {0, 2, 0, 4, 112},
-                                  {1, 0, 0, 10, 116},
-                                  {1, 1, 0, 10, 126},
-                                  {1, 2, 0, 4, 136}}));
+  EXPECT_EQ(SplitRuns({{8, 40, 100}}, *layout), (std::vector<PartRun>{{0, 0, 8, 2, 100},
+                                                                      {0, 1, 0, 10, 102},
+                                                                      {0, 2, 0, 4, 112},
+                                                                      {1, 0, 0, 10, 116},
+                                                                      {1, 1, 0, 10, 126},
+                                                                      {1, 2, 0, 4, 136}}));
   // Result order is kept even when the leaf offsets go backwards; the last
   // block holds 2 rows (12 bytes: parts of 10 and 2).
   EXPECT_EQ(SplitRuns({{54, 6, 0}, {0, 6, 6}}, *layout),
@@ -379,9 +383,13 @@ IndexSpec Parse(std::string_view text) {
 }
 
 TEST(ParseIndexTextTest, Ints) {
-  for (auto [text, value] : std::vector<std::pair<std::string, int64_t>>{
-           {"3", 3}, {"-1", -1}, {" +2 ", 2}, {"0", 0},
-           {"-9223372036854775808", INT64_MIN}, {"9223372036854775807", INT64_MAX}}) {
+  for (auto [text, value] :
+       std::vector<std::pair<std::string, int64_t>>{{"3", 3},
+                                                    {"-1", -1},
+                                                    {" +2 ", 2},
+                                                    {"0", 0},
+                                                    {"-9223372036854775808", INT64_MIN},
+                                                    {"9223372036854775807", INT64_MAX}}) {
     IndexSpec spec = Parse(text);
     ASSERT_EQ(spec.size(), 1u) << text;
     EXPECT_EQ(spec[0].kind, Kind::kInt) << text;
@@ -465,18 +473,17 @@ TEST(ParseIndexTextTest, Tuples) {
 
 TEST(ParseIndexTextTest, Rejects) {
   for (const std::string& text : std::vector<std::string>{
-           "", "   ", "1.5", "1.", "1e3", "0x10", "abc", "True", "None", "(1,2)", "1 2",
-        "1:2:3:4", ",", "3,,4", ",3", "99999999999999999999", "-9223372036854775809", "-",
-        "+", "1:2.5", ".", "..", "[1", "[1,,2]", "[,]", "[1;2]", "[1 2]", "[1,[2]]",
-        "[[1],2]", "[[1],[2,3]]", "[[], [1]]", "[1,True]", "[True,1]", "[[True],[False]]",
-        "[Truex]", "[true]", "[1.5]", "[1]]",
-        // nested deeper than a shape may be
-        std::string(kMaxRank + 1, '[') + "0" + std::string(kMaxRank + 1, ']')}) {
+           "", "   ", "1.5", "1.", "1e3", "0x10", "abc", "True", "None", "(1,2)", "1 2", "1:2:3:4",
+           ",", "3,,4", ",3", "99999999999999999999", "-9223372036854775809", "-", "+", "1:2.5",
+           ".", "..", "[1", "[1,,2]", "[,]", "[1;2]", "[1 2]", "[1,[2]]", "[[1],2]", "[[1],[2,3]]",
+           "[[], [1]]", "[1,True]", "[True,1]", "[[True],[False]]", "[Truex]", "[true]", "[1.5]",
+           "[1]]",
+           // nested deeper than a shape may be
+           std::string(kMaxRank + 1, '[') + "0" + std::string(kMaxRank + 1, ']')}) {
     absl::StatusOr<IndexSpec> spec = ParseIndexText(text);
     EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument) << "\"" << text << "\"";
   }
-  EXPECT_EQ(Parse(std::string(kMaxRank, '[') + "0" + std::string(kMaxRank, ']'))[0]
-                .positions_shape,
+  EXPECT_EQ(Parse(std::string(kMaxRank, '[') + "0" + std::string(kMaxRank, ']'))[0].positions_shape,
             Shape(kMaxRank, 1));
   const absl::Status s = ParseIndexText("2, 1.5").status();
   EXPECT_NE(s.message().find("column 5"), std::string::npos) << s;
@@ -487,8 +494,8 @@ TEST(ParseIndexTextTest, Rejects) {
 
 // A byte-by-byte reference: target cell c reads value cell c with broadcast
 // dims pinned to 0.
-std::string NaiveBroadcast(const std::string& value, const Shape& value_shape,
-                           const Shape& target, int64_t elem_size) {
+std::string NaiveBroadcast(const std::string& value, const Shape& value_shape, const Shape& target,
+                           int64_t elem_size) {
   const size_t lead = target.size() - value_shape.size();
   const int64_t numel = *ByteSize(target, 1);
   std::string out;

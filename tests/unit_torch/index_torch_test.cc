@@ -5,6 +5,7 @@
 //
 // <ATen/ATen.h>, not <torch/torch.h>: the latter costs 15+ s per compile.
 #include <ATen/ATen.h>
+#include <c10/util/Logging.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -26,6 +27,16 @@ namespace {
 using absl::StatusCode;
 using Kind = IndexTerm::Kind;
 
+// Torch symbolizes a backtrace for every c10::Error it throws (milliseconds
+// each); thousands of expected errors would take most of the run.
+class NoTorchBacktraces : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    c10::SetStackTraceFetcher([] { return std::string("(backtrace disabled by the test)"); });
+  }
+};
+const auto* const kNoTorchBacktraces = ::testing::AddGlobalTestEnvironment(new NoTorchBacktraces);
+
 // ---------------------------------------------------------------------------
 // Random cases
 
@@ -38,10 +49,14 @@ class CaseMaker {
   }
   bool OneIn(int n) { return Uniform(1, n) == 1; }
 
-  // Rank 1..3 (now and then 0), dims 0..12.
+  // Rank 1..3, dims 0..12; now and then rank 0, or rank 4 with dims 0..5
+  // (the least rank where a slice can stand before split advanced indices,
+  // as in x[:, [0], :, [1]], whose result puts the index dims first).
   Shape Batch() {
-    Shape batch(OneIn(20) ? 0 : Uniform(1, 3));
-    for (int64_t& d : batch) d = Uniform(0, 12);
+    if (OneIn(20)) return {};
+    const bool four = OneIn(4);
+    Shape batch(four ? 4 : Uniform(1, 3));
+    for (int64_t& d : batch) d = Uniform(0, four ? 5 : 12);
     return batch;
   }
 
@@ -86,10 +101,14 @@ class CaseMaker {
   int64_t Position(int64_t size) {
     if (size == 0 || OneIn(30)) {
       switch (Uniform(0, 3)) {
-        case 0: return size;
-        case 1: return -size - 1;
-        case 2: return Uniform(size, size + 100);
-        default: return -Uniform(size + 1, size + 100);
+        case 0:
+          return size;
+        case 1:
+          return -size - 1;
+        case 2:
+          return Uniform(size, size + 100);
+        default:
+          return -Uniform(size + 1, size + 100);
       }
     }
     return Uniform(-size, size - 1);
@@ -211,7 +230,10 @@ c10::optional<int64_t> OrNull(std::optional<int64_t> v) {
   return v ? c10::optional<int64_t>(*v) : c10::nullopt;
 }
 
-// May throw c10::Error (a zero step throws as the Slice is built).
+// May throw c10::Error. A zero step becomes -1: C++ torch throws for 0 as
+// the Slice is built, before any other item is looked at, while Python (and
+// ResolveIndex, which treats 0 and negative steps alike) reject it in item
+// order; torch checks a negative step in item order.
 std::vector<at::indexing::TensorIndex> ToTorch(const IndexSpec& spec) {
   using at::indexing::TensorIndex;
   std::vector<TensorIndex> out;
@@ -221,7 +243,8 @@ std::vector<at::indexing::TensorIndex> ToTorch(const IndexSpec& spec) {
         out.emplace_back(term.value);
         break;
       case Kind::kSlice:
-        out.emplace_back(at::indexing::Slice(OrNull(term.start), OrNull(term.stop), term.step));
+        out.emplace_back(at::indexing::Slice(OrNull(term.start), OrNull(term.stop),
+                                             term.step == 0 ? -1 : term.step));
         break;
       case Kind::kPositions:
         out.emplace_back(LongTensor(term.positions, term.positions_shape));
@@ -267,18 +290,38 @@ int Ellipses(const IndexSpec& spec) {
 // ---------------------------------------------------------------------------
 // Checks
 
+// True when, once ints are gone, the advanced indices are split by a slice
+// and a slice stands before the first of them (so moving the index dims to
+// the front matters). `spec` has no ellipsis.
+bool MovesAdvancedFirst(const IndexSpec& spec) {
+  std::string kinds;  // 's' slice, 'a' advanced, over the dims ints leave
+  for (const IndexTerm& term : spec) {
+    const bool zero_d = term.kind == Kind::kPositions && term.positions_shape.empty();
+    if (term.kind == Kind::kSlice) kinds += 's';
+    if ((term.kind == Kind::kPositions && !zero_d) || term.kind == Kind::kMask) kinds += 'a';
+  }
+  const size_t first = kinds.find('a'), last = kinds.rfind('a');
+  return first != std::string::npos && first > 0 && kinds.find('s', first) < last;
+}
+
 struct Tally {
   int ok = 0, out_of_range = 0, invalid = 0, empty_results = 0;
   int int_with_advanced = 0, zero_d = 0, masks = 0, duplicates = 0;
+  int moved_first = 0;  // split advanced indices with a slice before them
 };
 
 // ResolveIndex against x.index(...) on x = arange(numel).view(batch). Returns
 // the resolved index when both succeed.
-std::optional<ResolvedIndex> CheckResolve(const Shape& batch, const IndexSpec& spec,
-                                          Tally& tally) {
+std::optional<ResolvedIndex> CheckResolve(const Shape& batch, const IndexSpec& spec, Tally& tally) {
   SCOPED_TRACE(Describe(batch, spec));
   absl::StatusOr<ResolvedIndex> ours = ResolveIndex(spec, batch);
-  if (Ellipses(spec) > 1) {  // Python rejects this; C++ torch does not
+  // Python rejects two ellipses; C++ torch does not. On a 0-d tensor, C++
+  // torch's fast path for a single item skips its "too many indices" check
+  // and reports the item as out of bounds; Python says "invalid index of a
+  // 0-dim tensor". Both are too many items here.
+  int64_t specified = 0;
+  for (const IndexTerm& term : spec) specified += term.kind != Kind::kEllipsis;
+  if (Ellipses(spec) > 1 || (batch.empty() && specified > 0)) {
     EXPECT_EQ(ours.status().code(), StatusCode::kInvalidArgument) << ours.status();
     ++tally.invalid;
     return std::nullopt;
@@ -319,6 +362,7 @@ std::optional<ResolvedIndex> CheckResolve(const Shape& batch, const IndexSpec& s
     tally.masks += term.kind == Kind::kMask;
   }
   tally.int_with_advanced += has_int && has_advanced;
+  tally.moved_first += MovesAdvancedFirst(WithoutEllipsis(spec, batch.size()));
   tally.empty_results += ours->cells.empty();
   return *std::move(ours);
 }
@@ -448,29 +492,31 @@ void CheckBytes(const Shape& batch, const IndexSpec& spec, const ResolvedIndex& 
 TEST(IndexTorchTest, ResolveMatchesTorchIndexing) {
   CaseMaker maker(20240601);
   Tally tally;
-  for (int i = 0; i < 30000 && !HasFailure(); ++i) {
+  for (int i = 0; i < 100000 && !HasFailure(); ++i) {
     const Shape batch = maker.Batch();
     CheckResolve(batch, maker.Spec(batch), tally);
   }
   std::cout << "ok " << tally.ok << ", out of range " << tally.out_of_range << ", invalid "
-            << tally.invalid << ", empty results " << tally.empty_results
-            << ", int with advanced " << tally.int_with_advanced << ", 0-d " << tally.zero_d
-            << ", masks " << tally.masks << "\n";
+            << tally.invalid << ", empty results " << tally.empty_results << ", int with advanced "
+            << tally.int_with_advanced << ", 0-d " << tally.zero_d << ", masks " << tally.masks
+            << ", index dims moved first " << tally.moved_first << "\n";
+  if (HasFailure()) return;  // stopped early: the tallies mean nothing
   // The generator must reach every outcome and corner often.
-  EXPECT_GT(tally.ok, 10000);
-  EXPECT_GT(tally.out_of_range, 1000);
-  EXPECT_GT(tally.invalid, 1000);
-  EXPECT_GT(tally.empty_results, 1000);
-  EXPECT_GT(tally.int_with_advanced, 1000);
-  EXPECT_GT(tally.zero_d, 1000);
-  EXPECT_GT(tally.masks, 1000);
+  EXPECT_GT(tally.ok, 50000);
+  EXPECT_GT(tally.out_of_range, 5000);
+  EXPECT_GT(tally.invalid, 5000);
+  EXPECT_GT(tally.empty_results, 5000);
+  EXPECT_GT(tally.int_with_advanced, 5000);
+  EXPECT_GT(tally.zero_d, 5000);
+  EXPECT_GT(tally.masks, 5000);
+  EXPECT_GT(tally.moved_first, 100);
 }
 
 TEST(IndexTorchTest, ReadsAndWritesMatchTorch) {
   CaseMaker maker(77);
   Tally tally;
   int checked = 0;
-  while (checked < 6000 && !HasFailure()) {
+  while (checked < 20000 && !HasFailure()) {
     const Shape batch = maker.Batch();
     const IndexSpec spec = maker.Spec(batch);
     std::optional<ResolvedIndex> resolved = CheckResolve(batch, spec, tally);
@@ -478,14 +524,15 @@ TEST(IndexTorchTest, ReadsAndWritesMatchTorch) {
     CheckBytes(batch, spec, *resolved, maker, tally);
     ++checked;
   }
+  if (HasFailure()) return;
   std::cout << "checked " << checked << ", with duplicate targets " << tally.duplicates << "\n";
-  EXPECT_GT(tally.duplicates, 300);
+  EXPECT_GT(tally.duplicates, 500);
 }
 
 TEST(IndexTorchTest, BroadcastBytesMatchesExpand) {
   CaseMaker maker(5);
   int rejected = 0;
-  for (int i = 0; i < 5000 && !HasFailure(); ++i) {
+  for (int i = 0; i < 20000 && !HasFailure(); ++i) {
     Shape target(maker.Uniform(0, 4));
     for (int64_t& d : target) d = maker.Uniform(0, 4);
     // Mostly a broadcastable suffix with some dims set to 1; sometimes any
@@ -514,9 +561,9 @@ TEST(IndexTorchTest, BroadcastBytesMatchesExpand) {
     } catch (const c10::Error&) {
     }
 
-    absl::StatusOr<std::string> ours = BroadcastBytes(
-        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), value,
-        target, elem_size);
+    absl::StatusOr<std::string> ours =
+        BroadcastBytes(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                       value, target, elem_size);
     if (!expected) {
       EXPECT_EQ(ours.status().code(), StatusCode::kInvalidArgument) << ours.status();
       ++rejected;
@@ -525,8 +572,9 @@ TEST(IndexTorchTest, BroadcastBytesMatchesExpand) {
     ASSERT_TRUE(ours.ok()) << ours.status();
     EXPECT_EQ(std::vector<uint8_t>(ours->begin(), ours->end()), *expected);
   }
+  if (HasFailure()) return;
   std::cout << "rejected " << rejected << "\n";
-  EXPECT_GT(rejected, 300);
+  EXPECT_GT(rejected, 2000);
 }
 
 }  // namespace
