@@ -254,7 +254,8 @@ std::vector<int64_t> SliceOffsets(const KeptDim& kept) {
 
 }  // namespace
 
-absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& batch_shape) {
+absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& batch_shape,
+                                           int64_t max_cells) {
   if (absl::Status s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
   if (!CheckedNumel(batch_shape)) {
     return absl::InvalidArgumentError(
@@ -372,6 +373,11 @@ absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& 
         StrCat("the indexed shape ", ShapeToString(resolved.result_shape), " is too large"));
   }
 
+  if (*result_numel > max_cells) {
+    return absl::ResourceExhaustedError(
+        StrCat("the index selects ", *result_numel, " cells (shape ",
+               ShapeToString(resolved.result_shape), "), over the limit of ", max_cells));
+  }
   if (absl::Status s = CheckPositions(advanced, *broadcast_numel, *result_numel); !s.ok()) {
     return s;
   }

@@ -20,6 +20,7 @@
 #define TDSTORE_COMMON_INDEX_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,8 +71,12 @@ struct ResolvedIndex {
 // INVALID_ARGUMENT for too many items, more than one ellipsis, step <= 0,
 // a mask whose length differs from its dim, index shapes that cannot
 // broadcast, or a position list whose shape does not match its size.
-// Messages name the offending item and dim.
-absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& batch_shape);
+// Messages name the offending item and dim. RESOURCE_EXHAUSTED, before
+// anything is allocated, if the result has more than max_cells cells
+// (positions of shape [n, 1] and [1, n] broadcast to n * n cells).
+absl::StatusOr<ResolvedIndex> ResolveIndex(
+    const IndexSpec& index, const Shape& batch_shape,
+    int64_t max_cells = std::numeric_limits<int64_t>::max());
 
 // One contiguous byte range of a leaf and where it lands in the result.
 struct ByteRun {

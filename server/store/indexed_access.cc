@@ -21,6 +21,19 @@ absl::Status CheckSize(int64_t max_bytes, int64_t bytes) {
   return absl::OkStatus();
 }
 
+// The planner keeps 8 bytes per selected cell: bound it by the same budget
+// as the selected data.
+int64_t MaxCells(const StoreOptions& options) { return options.max_indexed_bytes / 8; }
+
+// torch's `t[idx] = v` drops v's leading size-1 dims before broadcasting
+// (a [1, n] value fits a [n] target); expand alone would refuse them.
+Shape StripLeadingOnes(Shape shape, size_t target_rank) {
+  size_t drop = 0;
+  while (shape.size() - drop > target_rank && shape[drop] == 1) ++drop;
+  shape.erase(shape.begin(), shape.begin() + drop);
+  return shape;
+}
+
 // A value checked against the current schema and expanded to its target.
 struct PlannedValue {
   const Leaf* leaf = nullptr;       // null: the leaf must be created first
@@ -98,7 +111,8 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
     // must not allocate first and fail later.
     total += *target_bytes;
     if (auto s = CheckSize(max_bytes, total); !s.ok()) return s;
-    auto expanded = BroadcastBytes(v.bytes, v.shape, target, DTypeSize(v.dtype));
+    auto expanded = BroadcastBytes(v.bytes, StripLeadingOnes(v.shape, target.size()), target,
+                                   DTypeSize(v.dtype));
     if (!expanded.ok()) {
       return absl::InvalidArgumentError(StrCat("leaf ", Display(v.path), ": value of shape ",
                                                ShapeToString(v.shape),
@@ -121,7 +135,7 @@ absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, std:
   for (int attempt = 0;; ++attempt) {
     auto schema = store.LoadDict(dict);
     if (!schema.ok()) return schema.status();
-    auto resolved = ResolveIndex(index, schema->meta.batch_shape);
+    auto resolved = ResolveIndex(index, schema->meta.batch_shape, MaxCells(store.options()));
     if (!resolved.ok()) return resolved.status();
     auto leaves = schema->Select(paths);
     if (!leaves.ok()) return leaves.status();
@@ -154,7 +168,7 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::stri
   for (int attempt = 0;; ++attempt) {
     auto schema = store->LoadDict(dict);
     if (!schema.ok()) return schema.status();
-    auto resolved = ResolveIndex(index, schema->meta.batch_shape);
+    auto resolved = ResolveIndex(index, schema->meta.batch_shape, MaxCells(store->options()));
     if (!resolved.ok()) return resolved.status();
     auto planned = PlanValues(*schema, *resolved, values, store->options().max_indexed_bytes);
     if (!planned.ok()) return planned.status();

@@ -168,6 +168,39 @@ TEST_F(IndexedStoreTest, BroadcastScalarValue) {
   EXPECT_EQ(ReadWhole("d", {"x"}), expected);
 }
 
+TEST_F(IndexedStoreTest, LeadingSizeOneDimsOfAValueAreDroppedAsTorchDoes) {
+  ASSERT_TRUE(store_->CreateDict("d", {4}, 2, 100).ok());
+  WriteWhole("d", {"x"}, DType::kUInt8, {4, 2}, "........");
+  // td[1] = value of shape [1, 1, 2] (target [2]).
+  ASSERT_TRUE(WriteIndexedLeaves(store_.get(), "d", {IndexTerm::Int(1)},
+                                 {{{"x"}, DType::kUInt8, {1, 1, 2}, "ab"}})
+                  .ok());
+  EXPECT_EQ(ReadWhole("d", {"x"}), "..ab....");
+}
+
+TEST_F(IndexedStoreTest, OversizedSelectionsFailBeforeAllocating) {
+  StoreOptions options = store_->options();
+  options.max_indexed_bytes = 1 << 20;
+  DictStore small(client_.get(), options);
+  ASSERT_TRUE(small.CreateDict("d", {100000}, 0, 0).ok());
+  // Positions [n, 1] and [1, n] broadcast to n * n cells: 10^10 here.
+  std::vector<int64_t> rows(100000);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  auto resolved = ResolveIndex({IndexTerm::Positions(rows, {100000, 1}),
+                                IndexTerm::Positions(rows, {1, 100000})},
+                               {100000, 100000}, options.max_indexed_bytes / 8);
+  EXPECT_EQ(resolved.status().code(), absl::StatusCode::kResourceExhausted);
+  WriteWhole("d", {"x"}, DType::kFloat32, {100000}, std::string(400000, '\0'));
+  auto too_big = ReadIndexedLeaves(small, "d", {IndexTerm::Slice(0, std::nullopt)}, {});
+  // 400,000 bytes fit; a write of 2 x 400,000 bytes of values does not.
+  EXPECT_TRUE(too_big.ok()) << too_big.status();
+  auto write = WriteIndexedLeaves(
+      &small, "d", {IndexTerm::Slice(0, std::nullopt)},
+      {{{"x"}, DType::kFloat32, {100000}, std::string(400000, 'a')},
+       {{"y"}, DType::kFloat64, {100000}, std::string(800000, 'b')}});
+  EXPECT_EQ(write.status().code(), absl::StatusCode::kResourceExhausted) << write.status();
+}
+
 TEST_F(IndexedStoreTest, MissingLeafIsCreatedZeroFilledThenWritten) {
   ASSERT_TRUE(store_->CreateDict("d", {6}, 4, 7).ok());
   auto written = WriteIndexedLeaves(store_.get(), "d", {IndexTerm::Slice(2, 4)},
