@@ -17,10 +17,8 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/daemon_config.h"
-#include "server/redis/cluster_client.h"
 #include "server/redis/embedded_redis.h"
-#include "server/redis/redis_address.h"
-#include "server/redis/standalone_client.h"
+#include "server/redis/make_client.h"
 #include "server/service/tdstore_service.h"
 #include "server/store/dict_store.h"
 #include "server/store/lua_scripts.h"
@@ -76,8 +74,8 @@ int Run(int argc, char** argv) {
 
   // --- Redis: the given one, or our own embedded child. ---------------------
   std::unique_ptr<redis::EmbeddedRedis> embedded;
-  redis::RedisAddress address;
-  if (config->redis_url.empty()) {
+  std::string redis_url = config->redis_url;
+  if (redis_url.empty()) {
     redis::EmbeddedRedisOptions options;
     options.binary = config->redis_server_bin;
     options.data_dir = config->data_dir;
@@ -87,36 +85,18 @@ int Run(int argc, char** argv) {
       return 1;
     }
     embedded = *std::move(started);
-    address = embedded->address();
+    redis_url = "unix://" + embedded->address().path;
     Log("started embedded redis-server (pid " + std::to_string(embedded->pid()) + ") at " +
-        address.Redacted() + (config->data_dir.empty() ? " without persistence"
-                                                        : " persisting to " + config->data_dir));
-  } else if (!redis::IsClusterUrl(config->redis_url)) {
-    auto parsed = redis::ParseRedisUrl(config->redis_url);
-    if (!parsed.ok()) {
-      Log("--redis: " + std::string(parsed.status().message()));
-      return 2;
-    }
-    address = *std::move(parsed);
+        embedded->address().Redacted() +
+        (config->data_dir.empty() ? " without persistence" : " persisting to " + config->data_dir));
   }
-  if (!config->redis_password.empty()) address.password = config->redis_password;
-
-  std::unique_ptr<redis::RedisClient> redis_owner;
-  if (redis::IsClusterUrl(config->redis_url)) {
-    auto seeds = redis::ParseClusterUrl(config->redis_url);
-    if (!seeds.ok()) {
-      Log("--redis: " + std::string(seeds.status().message()));
-      return 2;
-    }
-    if (!config->redis_password.empty()) {
-      for (redis::RedisAddress& seed : *seeds) seed.password = config->redis_password;
-    }
-    redis_owner = std::make_unique<redis::ClusterClient>(*std::move(seeds),
-                                                         redis::ConnectOptions{});
-  } else {
-    redis_owner = std::make_unique<redis::StandaloneClient>(address, redis::ConnectOptions{});
+  auto redis_owner =
+      redis::MakeRedisClient(redis_url, config->redis_password, redis::ConnectOptions{});
+  if (!redis_owner.ok()) {
+    Log("--redis: " + std::string(redis_owner.status().message()));
+    return 2;
   }
-  redis::RedisClient& redis_client = *redis_owner;
+  redis::RedisClient& redis_client = **redis_owner;
   {
     auto pong = redis_client.Call("", {"PING"});
     if (!pong.ok()) {
