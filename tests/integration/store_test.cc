@@ -15,18 +15,23 @@
 #include "server/store/leaf_reader.h"
 #include "server/store/leaf_writer.h"
 #include "server/store/sweeper.h"
-#include "tests/support/redis_server.h"
+#include "server/redis/make_client.h"
+#include "tests/support/test_redis.h"
 
 namespace tdstore::store {
 namespace {
 
-using ::tdstore::testing::RedisServerProcess;
+using ::tdstore::testing::MakeTestRedis;
+using ::tdstore::testing::TestRedis;
 
 class StoreTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    redis_ = new RedisServerProcess();
-    ASSERT_TRUE(redis_->Start().ok());
+    // Standalone or cluster, from TDSTORE_TEST_BACKEND: ctest runs every
+    // test against both.
+    redis_ = MakeTestRedis().release();
+    absl::Status started = redis_->Start();
+    ASSERT_TRUE(started.ok()) << started;
   }
   static void TearDownTestSuite() {
     delete redis_;
@@ -36,9 +41,9 @@ class StoreTest : public ::testing::Test {
   void SetUp() override {
     // A namespace per test keeps tests independent within one Redis.
     ns_ = std::string("t") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    auto address = redis::ParseRedisUrl(redis_->url());
-    ASSERT_TRUE(address.ok());
-    client_ = std::make_unique<redis::StandaloneClient>(*address, redis::ConnectOptions{});
+    auto client = redis::MakeRedisClient(redis_->url(), "", redis::ConnectOptions{});
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
     StoreOptions options;
     options.ns = ns_;
     options.window_bytes = 64;  // many windows even for small leaves
@@ -109,13 +114,13 @@ class StoreTest : public ::testing::Test {
     return out;
   }
 
-  static RedisServerProcess* redis_;
+  static TestRedis* redis_;
   std::string ns_;
-  std::unique_ptr<redis::StandaloneClient> client_;
+  std::unique_ptr<redis::RedisClient> client_;
   std::unique_ptr<DictStore> store_;
 };
 
-RedisServerProcess* StoreTest::redis_ = nullptr;
+TestRedis* StoreTest::redis_ = nullptr;
 
 TEST_F(StoreTest, CreateDescribeListRenameDelete) {
   auto created = store_->CreateDict("a", {10, 2}, 4, 100);
@@ -414,15 +419,28 @@ TEST_F(StoreTest, WriteReplicasWaitsForReplicaAcknowledgement) {
     if (auto s = (*txn)->Append(bytes); !s.ok()) return s;
     return (*txn)->Commit().status();
   };
-  // No replica: the write cannot be confirmed.
+  if (redis_->cluster() != nullptr) {
+    // The test cluster has one replica per master: one confirms, two cannot.
+    ASSERT_TRUE(write("efgh").ok());
+    EXPECT_EQ(*Read("d", {"x"}), "efgh");
+    options.write_replicas = 2;
+    DictStore too_many(client_.get(), options);
+    auto txn = WriteTxn::Begin(&too_many, "d");
+    ASSERT_TRUE(txn.ok());
+    ASSERT_TRUE((*txn)->BeginLeaf({"x"}, DType::kUInt8, {4}, 4).ok());
+    ASSERT_TRUE((*txn)->Append("ijkl").ok());
+    EXPECT_EQ((*txn)->Commit().status().code(), absl::StatusCode::kUnavailable);
+    return;
+  }
+  // Standalone without a replica: the write cannot be confirmed.
   absl::Status unconfirmed = write("abcd");
   EXPECT_EQ(unconfirmed.code(), absl::StatusCode::kUnavailable) << unconfirmed;
   EXPECT_NE(unconfirmed.message().find("replica"), std::string::npos) << unconfirmed;
 
   // A real replica of the test's Redis: now WAIT is satisfied.
-  RedisServerProcess replica(::tdstore::testing::RedisServerOptions{
+  ::tdstore::testing::RedisServerProcess replica(::tdstore::testing::RedisServerOptions{
       "/usr/bin/redis-server", "", "", "", {"--replicaof", "127.0.0.1",
-                                            std::to_string(redis_->port())}});
+                                            std::to_string(redis_->standalone()->port())}});
   ASSERT_TRUE(replica.Start().ok());
   for (int i = 0; i < 100; ++i) {
     std::string info = redis_->Command({"INFO", "replication"}).at(0);
