@@ -41,7 +41,8 @@ absl::StatusOr<Reply> AskingCall(StandaloneClient& pool, absl::Span<const std::s
   const std::string_view asking[] = {"ASKING"};
   absl::Status s = (*conn)->Append(asking);
   if (s.ok()) s = (*conn)->Append(argv);
-  absl::StatusOr<Reply> reply = s;
+  absl::StatusOr<Reply> reply = absl::UnknownError("not sent");
+  if (!s.ok()) reply = s;
   if (s.ok()) reply = (*conn)->GetReply();              // +OK of ASKING
   if (reply.ok()) reply = (*conn)->GetReply();          // the command's reply
   if (replicas > 0 && reply.ok() && !reply->is_error()) {
@@ -205,6 +206,8 @@ absl::Status ClusterClient::RefreshSlotsLocked() {
     have_map_ = true;
     return absl::OkStatus();
   }
+  // Bad credentials are not a transient failure: say so, with their code.
+  if (absl::IsPermissionDenied(last) || absl::IsUnauthenticated(last)) return last;
   return absl::UnavailableError(StrCat("cannot read the Redis Cluster slot map: ", last.message()));
 }
 
@@ -246,8 +249,13 @@ absl::StatusOr<Reply> ClusterClient::RoutedCall(std::string_view routing_key,
     Node* node = ask_target;
     if (node == nullptr) {
       auto owner = NodeForSlot(slot);
-      if (owner.ok()) node = *owner;
-      else last = owner.status();
+      if (owner.ok()) {
+        node = *owner;
+      } else if (!absl::IsUnavailable(owner.status())) {
+        return owner.status();  // e.g. a wrong password: retrying cannot help
+      } else {
+        last = owner.status();
+      }
     }
     if (node != nullptr) {
       absl::StatusOr<Reply> reply;
@@ -269,6 +277,9 @@ absl::StatusOr<Reply> ClusterClient::RoutedCall(std::string_view routing_key,
             (void)RefreshSlots();
             return reply.status();
           }
+        } else if (absl::IsPermissionDenied(conn.status()) ||
+                   absl::IsUnauthenticated(conn.status())) {
+          return conn.status();
         } else {
           reply = conn.status();
         }
