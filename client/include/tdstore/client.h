@@ -181,6 +181,16 @@ class Index {
   Index(std::initializer_list<IndexTerm> terms) : terms_(terms) {}
   Index(IndexTerm term) : terms_{std::move(term)} {}  // NOLINT: td.index(5)
   explicit Index(std::vector<IndexTerm> terms) : terms_(std::move(terms)) {}
+  // One term straight from its value, so that td.index(5),
+  // td.index(Slice(1, 5)), td.index(tensor) and td.set_index(rows, ...)
+  // compile: an argument goes through one implicit conversion only, and
+  // 5 -> IndexTerm -> Index would be two.
+  Index(int position) : Index(IndexTerm(position)) {}                 // NOLINT
+  Index(int64_t position) : Index(IndexTerm(position)) {}             // NOLINT
+  Index(Slice slice) : Index(IndexTerm(slice)) {}                     // NOLINT
+  Index(Ellipsis e) : Index(IndexTerm(e)) {}                          // NOLINT
+  Index(at::Tensor tensor) : Index(IndexTerm(std::move(tensor))) {}   // NOLINT
+  Index(std::vector<int64_t> positions) : Index(IndexTerm(std::move(positions))) {}  // NOLINT
   const std::vector<IndexTerm>& terms() const { return terms_; }
 
  private:
