@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "common/str_cat.h"
 
-namespace tdstore {
+namespace tdstore::plan {
 
 IndexTerm IndexTerm::Int(int64_t v) {
   IndexTerm term;
@@ -734,4 +734,4 @@ absl::StatusOr<std::string> BroadcastBytes(std::string_view value, const Shape& 
   return out;
 }
 
-}  // namespace tdstore
+}  // namespace tdstore::plan

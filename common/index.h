@@ -15,6 +15,9 @@
 // NumPy's rule — advanced indices broadcast together; their dims replace the
 // advanced dims in place when those are adjacent, and go first otherwise.
 //
+// Everything here is in namespace tdstore::plan: the client library has
+// its own user-facing tdstore::Index/IndexTerm, and one binary may link both.
+//
 // Pure code, no I/O. Safe to call from any thread.
 #ifndef TDSTORE_COMMON_INDEX_H_
 #define TDSTORE_COMMON_INDEX_H_
@@ -30,7 +33,7 @@
 #include "common/block_layout.h"
 #include "common/shape.h"
 
-namespace tdstore {
+namespace tdstore::plan {
 
 struct IndexTerm {
   enum class Kind { kInt, kSlice, kPositions, kMask, kEllipsis };
@@ -117,6 +120,6 @@ absl::StatusOr<IndexSpec> ParseIndexText(std::string_view text);
 absl::StatusOr<std::string> BroadcastBytes(std::string_view value, const Shape& value_shape,
                                            const Shape& target_shape, int64_t elem_size);
 
-}  // namespace tdstore
+}  // namespace tdstore::plan
 
 #endif  // TDSTORE_COMMON_INDEX_H_

@@ -10,29 +10,29 @@
 namespace tdstore::cli {
 namespace {
 
-IndexTextItem Convert(const IndexTerm& term) {
+IndexTextItem Convert(const plan::IndexTerm& term) {
   IndexTextItem item;
   switch (term.kind) {
-    case IndexTerm::Kind::kInt:
+    case plan::IndexTerm::Kind::kInt:
       item.kind = IndexTextItem::Kind::kInt;
       item.value = term.value;
       break;
-    case IndexTerm::Kind::kSlice:
+    case plan::IndexTerm::Kind::kSlice:
       item.kind = IndexTextItem::Kind::kSlice;
       item.start = term.start;
       item.stop = term.stop;
       item.step = term.step;
       break;
-    case IndexTerm::Kind::kPositions:
+    case plan::IndexTerm::Kind::kPositions:
       item.kind = IndexTextItem::Kind::kPositions;
       item.positions = term.positions;
       item.shape.assign(term.positions_shape.begin(), term.positions_shape.end());
       break;
-    case IndexTerm::Kind::kMask:
+    case plan::IndexTerm::Kind::kMask:
       item.kind = IndexTextItem::Kind::kMask;
       item.mask = term.mask;
       break;
-    case IndexTerm::Kind::kEllipsis:
+    case plan::IndexTerm::Kind::kEllipsis:
       item.kind = IndexTextItem::Kind::kEllipsis;
       break;
   }
@@ -44,13 +44,13 @@ IndexTextItem Convert(const IndexTerm& term) {
 IndexText ParseIndexArgText(const std::string& text) noexcept {
   IndexText out;
   try {
-    absl::StatusOr<IndexSpec> spec = ParseIndexText(text);
+    absl::StatusOr<plan::IndexSpec> spec = plan::ParseIndexText(text);
     if (!spec.ok()) {
       out.error = std::string(spec.status().message());
       return out;
     }
     out.items.reserve(spec->size());
-    for (const IndexTerm& term : *spec) out.items.push_back(Convert(term));
+    for (const plan::IndexTerm& term : *spec) out.items.push_back(Convert(term));
     out.ok = true;
   } catch (const std::exception& e) {
     out = IndexText();

@@ -1,16 +1,6 @@
 // The CLI's index text ("3:10:2", "2,1:5", "[[0,1],[2,3]]", ...) parsed by
-// common/index.h's ParseIndexText, handed over in a form that names neither
-// of tdstore's two IndexTerm types.
-//
-// Why a separate library: common/index.h (the planner's) and
-// tdstore/client.h each define a class tdstore::IndexTerm. Besides not
-// fitting in one translation unit, the two would break the one-definition
-// rule at link time: their destructors, copy constructors and
-// std::vector<tdstore::IndexTerm> members have identical mangled names, and
-// the linker keeps one copy of each for both types. So ParseIndexText lives
-// in libtdstore_index_text, linked with hidden visibility and
-// --exclude-libs, which keeps every symbol of common's IndexTerm private to
-// it; only ParseIndexArgText is exported. This header includes neither.
+// common/index.h's plan::ParseIndexText, handed over as plain structs so that
+// the CLI's other files deal only with the client's tdstore::Index.
 #ifndef TDSTORE_CLIENT_CLI_INDEX_TEXT_H_
 #define TDSTORE_CLIENT_CLI_INDEX_TEXT_H_
 
@@ -18,8 +8,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#define TDSTORE_INDEX_TEXT_API __attribute__((visibility("default")))
 
 namespace tdstore::cli {
 
@@ -41,9 +29,8 @@ struct IndexText {
   std::vector<IndexTextItem> items;
 };
 
-// Never throws (the result crosses a shared-library boundary); a failure,
-// even running out of memory, comes back as !ok with a message.
-TDSTORE_INDEX_TEXT_API IndexText ParseIndexArgText(const std::string& text) noexcept;
+// A failure comes back as !ok with a message; never throws.
+IndexText ParseIndexArgText(const std::string& text) noexcept;
 
 }  // namespace tdstore::cli
 

@@ -28,17 +28,17 @@ absl::StatusOr<DType> FromProto(v1::DType dtype) {
   return static_cast<DType>(dtype);
 }
 
-absl::StatusOr<IndexSpec> FromProto(const v1::Index& index) {
-  IndexSpec spec;
+absl::StatusOr<plan::IndexSpec> FromProto(const v1::Index& index) {
+  plan::IndexSpec spec;
   for (int i = 0; i < index.items_size(); ++i) {
     const v1::IndexItem& item = index.items(i);
     switch (item.kind_case()) {
       case v1::IndexItem::kInteger:
-        spec.push_back(IndexTerm::Int(item.integer()));
+        spec.push_back(plan::IndexTerm::Int(item.integer()));
         break;
       case v1::IndexItem::kSlice: {
         const v1::Slice& s = item.slice();
-        spec.push_back(IndexTerm::Slice(s.has_start() ? std::optional<int64_t>(s.start())
+        spec.push_back(plan::IndexTerm::Slice(s.has_start() ? std::optional<int64_t>(s.start())
                                                       : std::nullopt,
                                         s.has_stop() ? std::optional<int64_t>(s.stop())
                                                      : std::nullopt,
@@ -47,17 +47,17 @@ absl::StatusOr<IndexSpec> FromProto(const v1::Index& index) {
       }
       case v1::IndexItem::kPositions: {
         const auto& p = item.positions();
-        spec.push_back(IndexTerm::Positions(std::vector<int64_t>(p.values().begin(),
+        spec.push_back(plan::IndexTerm::Positions(std::vector<int64_t>(p.values().begin(),
                                                                  p.values().end()),
                                             Shape(p.shape().begin(), p.shape().end())));
         break;
       }
       case v1::IndexItem::kMask:
-        spec.push_back(IndexTerm::Mask(
+        spec.push_back(plan::IndexTerm::Mask(
             std::vector<bool>(item.mask().values().begin(), item.mask().values().end())));
         break;
       case v1::IndexItem::kEllipsis:
-        spec.push_back(IndexTerm::Ellipsis());
+        spec.push_back(plan::IndexTerm::Ellipsis());
         break;
       default:
         return absl::InvalidArgumentError(StrCat("index item ", i, " has no kind"));

@@ -27,9 +27,9 @@ void ToProto(const LeafPath& path, v1::Path* out);
 // INVALID_ARGUMENT for a number that is not a known dtype.
 absl::StatusOr<DType> FromProto(v1::DType dtype);
 
-// The wire index as the planner's IndexSpec. INVALID_ARGUMENT for an item
-// with no kind or a step given as 0 or less is left to ResolveIndex.
-absl::StatusOr<IndexSpec> FromProto(const v1::Index& index);
+// The wire index as the planner's plan::IndexSpec. INVALID_ARGUMENT for an item
+// with no kind or a step given as 0 or less is left to plan::ResolveIndex.
+absl::StatusOr<plan::IndexSpec> FromProto(const v1::Index& index);
 
 Shape ShapeFromProto(const google::protobuf::RepeatedField<int64_t>& dims);
 

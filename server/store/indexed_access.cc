@@ -43,7 +43,7 @@ struct PlannedValue {
 
 // Checks every value against `schema` and broadcasts it. Pure: no Redis.
 absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
-                                                     const ResolvedIndex& resolved,
+                                                     const plan::ResolvedIndex& resolved,
                                                      const std::vector<IndexedWriteValue>& values,
                                                      int64_t max_bytes) {
   const Shape& batch = schema.meta.batch_shape;
@@ -111,7 +111,7 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
     // must not allocate first and fail later.
     total += *target_bytes;
     if (auto s = CheckSize(max_bytes, total); !s.ok()) return s;
-    auto expanded = BroadcastBytes(v.bytes, StripLeadingOnes(v.shape, target.size()), target,
+    auto expanded = plan::BroadcastBytes(v.bytes, StripLeadingOnes(v.shape, target.size()), target,
                                    DTypeSize(v.dtype));
     if (!expanded.ok()) {
       return absl::InvalidArgumentError(StrCat("leaf ", Display(v.path), ": value of shape ",
@@ -128,14 +128,14 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
 }  // namespace
 
 absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, std::string_view dict,
-                                                    const IndexSpec& index,
+                                                    const plan::IndexSpec& index,
                                                     const std::vector<LeafPath>& paths) {
   // One retry: a stale block means a leaf was replaced after we read the
   // schema; the fresh schema names the new generation.
   for (int attempt = 0;; ++attempt) {
     auto schema = store.LoadDict(dict);
     if (!schema.ok()) return schema.status();
-    auto resolved = ResolveIndex(index, schema->meta.batch_shape, MaxCells(store.options()));
+    auto resolved = plan::ResolveIndex(index, schema->meta.batch_shape, MaxCells(store.options()));
     if (!resolved.ok()) return resolved.status();
     auto leaves = schema->Select(paths);
     if (!leaves.ok()) return leaves.status();
@@ -161,14 +161,14 @@ absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, std:
 }
 
 absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
-                                                     const IndexSpec& index,
+                                                     const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values) {
   if (values.empty()) return absl::InvalidArgumentError("an indexed write needs a value");
   bool created = false;
   for (int attempt = 0;; ++attempt) {
     auto schema = store->LoadDict(dict);
     if (!schema.ok()) return schema.status();
-    auto resolved = ResolveIndex(index, schema->meta.batch_shape, MaxCells(store->options()));
+    auto resolved = plan::ResolveIndex(index, schema->meta.batch_shape, MaxCells(store->options()));
     if (!resolved.ok()) return resolved.status();
     auto planned = PlanValues(*schema, *resolved, values, store->options().max_indexed_bytes);
     if (!planned.ok()) return planned.status();

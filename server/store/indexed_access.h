@@ -41,7 +41,7 @@ struct IndexedReadResult {
 
 // td[index] for every leaf under `paths` (all leaves if empty).
 absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, std::string_view dict,
-                                                    const IndexSpec& index,
+                                                    const plan::IndexSpec& index,
                                                     const std::vector<LeafPath>& paths);
 
 struct IndexedWriteValue {
@@ -55,7 +55,7 @@ struct IndexedWriteValue {
 // (element shape = the value's dims after the indexed batch dims) first.
 // Returns the leaves written (their records as stored).
 absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
-                                                     const IndexSpec& index,
+                                                     const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values);
 
 // Creates zero-filled leaves (path -> dtype and full shape) in one commit;

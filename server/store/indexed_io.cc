@@ -41,14 +41,14 @@ struct BlockWork {
 
 absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(const DictStore& store,
                                                           const DictSchema& schema,
-                                                          const ResolvedIndex& index,
+                                                          const plan::ResolvedIndex& index,
                                                           const std::vector<const Leaf*>& leaves) {
   std::map<int64_t, BlockWork> blocks;
   for (size_t i = 0; i < leaves.size(); ++i) {
     const LeafRecord& record = leaves[i]->record;
     auto layout = schema.Layout(record);
     if (!layout.ok()) return layout.status();
-    for (const PartRun& r : SplitRuns(PlanRuns(index, CellBytes(schema, record)), *layout)) {
+    for (const plan::PartRun& r : plan::SplitRuns(plan::PlanRuns(index, CellBytes(schema, record)), *layout)) {
       BlockWork& work = blocks[r.block];
       auto [it, added] = work.key_numbers.emplace(std::make_pair(i, r.part),
                                                   static_cast<int>(work.keys.size()) + 1);
@@ -141,7 +141,7 @@ Shape IndexedShape(const DictSchema& schema, const LeafRecord& record,
 
 absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
                                                      const DictSchema& schema,
-                                                     const ResolvedIndex& index,
+                                                     const plan::ResolvedIndex& index,
                                                      const std::vector<const Leaf*>& leaves) {
   std::vector<std::string> out(leaves.size());
   const int64_t cells = static_cast<int64_t>(index.cells.size());
@@ -194,7 +194,7 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
 }
 
 absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
-                          const ResolvedIndex& index, const std::vector<IndexedValue>& values) {
+                          const plan::ResolvedIndex& index, const std::vector<IndexedValue>& values) {
   std::vector<const Leaf*> leaves;
   for (const IndexedValue& v : values) leaves.push_back(v.leaf);
   auto blocks = GroupByBlock(store, schema, index, leaves);

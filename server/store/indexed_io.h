@@ -47,7 +47,7 @@ Shape IndexedShape(const DictSchema& schema, const LeafRecord& record,
 // (same order as `leaves`), each IndexedShape() in size.
 absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
                                                      const DictSchema& schema,
-                                                     const ResolvedIndex& index,
+                                                     const plan::ResolvedIndex& index,
                                                      const std::vector<const Leaf*>& leaves);
 
 // One leaf's new values: C-order bytes at exactly IndexedShape().
@@ -60,7 +60,7 @@ struct IndexedValue {
 // more than once, the last occurrence in result order wins (torch leaves
 // this undefined).
 absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
-                          const ResolvedIndex& index, const std::vector<IndexedValue>& values);
+                          const plan::ResolvedIndex& index, const std::vector<IndexedValue>& values);
 
 }  // namespace tdstore::store
 

@@ -22,6 +22,11 @@
 namespace tdstore::store {
 namespace {
 
+using plan::IndexSpec;
+using plan::IndexTerm;
+using plan::ResolvedIndex;
+using plan::ResolveIndex;
+
 using ::tdstore::testing::RedisClusterOptions;
 using ::tdstore::testing::RedisClusterProcess;
 using Clock = std::chrono::steady_clock;

@@ -24,6 +24,11 @@
 namespace tdstore::store {
 namespace {
 
+using plan::IndexSpec;
+using plan::IndexTerm;
+using plan::ResolvedIndex;
+using plan::ResolveIndex;
+
 using ::tdstore::testing::MakeTestRedis;
 using ::tdstore::testing::TestRedis;
 

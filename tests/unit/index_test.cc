@@ -13,7 +13,7 @@
 #include "common/shape.h"
 #include "gtest/gtest.h"
 
-namespace tdstore {
+namespace tdstore::plan {
 
 // For EXPECT_EQ on vectors of runs (found by ADL, so not in the anonymous
 // namespace).
@@ -581,4 +581,4 @@ TEST(BroadcastBytesTest, Rejects) {
 }
 
 }  // namespace
-}  // namespace tdstore
+}  // namespace tdstore::plan

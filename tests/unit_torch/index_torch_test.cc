@@ -21,7 +21,7 @@
 #include "common/index.h"
 #include "common/shape.h"
 
-namespace tdstore {
+namespace tdstore::plan {
 namespace {
 
 using absl::StatusCode;
@@ -578,4 +578,4 @@ TEST(IndexTorchTest, BroadcastBytesMatchesExpand) {
 }
 
 }  // namespace
-}  // namespace tdstore
+}  // namespace tdstore::plan
