@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 
 namespace tdstore::testing {
 namespace {
@@ -10,9 +11,12 @@ namespace {
 class SharedDaemon : public ::testing::Environment {
  public:
   void SetUp() override {
-    absl::Status redis_started = redis_.Start();
+    // Standalone or cluster, from TDSTORE_TEST_BACKEND: ctest runs the whole
+    // e2e suite against both.
+    redis_ = MakeTestRedis();
+    absl::Status redis_started = redis_->Start();
     ASSERT_TRUE(redis_started.ok()) << redis_started;
-    absl::Status started = daemon_.Start({"--redis", redis_.url(), "--namespace", "e2e",
+    absl::Status started = daemon_.Start({"--redis", redis_->url(), "--namespace", "e2e",
                                           "--unix-socket", daemon_.dir() + "/td.sock"});
     ASSERT_TRUE(started.ok()) << started;
     ASSERT_EQ(daemon_.addresses().size(), 2u) << "expected a TCP and a unix address";
@@ -21,14 +25,14 @@ class SharedDaemon : public ::testing::Environment {
   void TearDown() override {
     // SIGTERM must be a clean shutdown after everything the tests did.
     EXPECT_EQ(daemon_.Stop(), 0) << daemon_.LogTail();
-    redis_.Stop();
+    redis_->Stop();
   }
 
   DaemonProcess& daemon() { return daemon_; }
-  RedisServerProcess& redis() { return redis_; }
+  TestRedis& redis() { return *redis_; }
 
  private:
-  RedisServerProcess redis_;
+  std::unique_ptr<TestRedis> redis_;
   DaemonProcess daemon_;
 };
 
@@ -40,7 +44,7 @@ SharedDaemon* const shared = static_cast<SharedDaemon*>(
 
 const std::string& DaemonAddress() { return shared->daemon().address(); }
 const std::string& DaemonUnixAddress() { return shared->daemon().addresses().at(1); }
-RedisServerProcess& SharedRedis() { return shared->redis(); }
+TestRedis& SharedRedis() { return shared->redis(); }
 
 std::string UniqueDictName() {
   static std::atomic<int> counter{0};

@@ -12,13 +12,15 @@
 
 #include "tests/e2e/daemon_process.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/test_redis.h"
 
 namespace tdstore::testing {
 
 // Of the shared daemon: "127.0.0.1:PORT" and "unix:///.../td.sock".
 const std::string& DaemonAddress();
 const std::string& DaemonUnixAddress();
-RedisServerProcess& SharedRedis();
+// The shared daemon's Redis: standalone or cluster (TDSTORE_TEST_BACKEND).
+TestRedis& SharedRedis();
 
 // A dict name no other test uses: "<suite>.<test>.<n>", valid for tdstore.
 std::string UniqueDictName();

@@ -1197,22 +1197,14 @@ assert got.dtype == new.dtype and np.array_equal(got, new)
 
 // ---- Acceptance: bytes out of Redis --------------------------------------------
 
-int64_t NetOutputBytes(const RedisServerProcess& redis) {
-  const std::string info = redis.Command({"INFO", "stats"}).at(0);
-  const std::string field = "total_net_output_bytes:";
-  const size_t at = info.find(field);
-  if (at == std::string::npos) return -1;
-  return std::stoll(info.substr(at + field.size()));
-}
-
 // An indexed read of 256 random rows out of 100,000 (float32, 64 per row)
 // moves at most 1.1x the selected bytes plus 64 KiB of protocol out of Redis.
 // Its own Redis and daemon: nothing else talks to them.
 TEST(E2eIndexedAcceptance, IndexedReadMovesOnlySelectedBytes) {
-  RedisServerProcess redis;
-  ASSERT_TRUE(redis.Start().ok());
+  std::unique_ptr<TestRedis> redis = MakeTestRedis();  // this run's back end
+  ASSERT_TRUE(redis->Start().ok());
   DaemonProcess daemon;
-  absl::Status started = daemon.Start({"--redis", redis.url(), "--namespace", "acc"});
+  absl::Status started = daemon.Start({"--redis", redis->url(), "--namespace", "acc"});
   ASSERT_TRUE(started.ok()) << started;
   Client client(daemon.address());
   constexpr int64_t kRows = 100000, kCols = 64, kPick = 256;
@@ -1227,16 +1219,16 @@ TEST(E2eIndexedAcceptance, IndexedReadMovesOnlySelectedBytes) {
   td.index(Positions({all[kPick]}));  // warm up connections and scripts
   const std::vector<int64_t> rows(all.begin(), all.begin() + kPick);
 
-  const int64_t before = NetOutputBytes(redis);
+  const int64_t before = redis->TotalNetOutputBytes();
   LocalDict got = td.index(Positions(rows));
-  const int64_t after = NetOutputBytes(redis);
+  const int64_t after = redis->TotalNetOutputBytes();
   ASSERT_GE(before, 0);
   EXPECT_TRUE(SameBytes(leaf.index({Positions(rows)}), got.at("x")));
 
   const int64_t selected = kPick * kCols * 4;
   const int64_t moved = after - before;
   const double limit = 1.1 * static_cast<double>(selected) + 64 * 1024;
-  std::cout << "[ measure  ] indexed read of " << kPick << " rows: " << moved
+  std::cout << "[ measure  ] " << redis->backend() << ": indexed read of " << kPick << " rows: " << moved
             << " bytes out of Redis for " << selected << " selected ("
             << static_cast<double>(moved) / static_cast<double>(selected) << "x)" << std::endl;
   ::testing::Test::RecordProperty("redis_output_bytes", std::to_string(moved));
