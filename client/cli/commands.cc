@@ -149,4 +149,12 @@ void RunRemove(Client& client, const CommandLine& line, std::ostream& /*out*/) {
   client.open(line.operands[0]).erase(path);
 }
 
+void RunServer(Client& client, const CommandLine&, std::ostream& out) {
+  const Client::ServerInfo info = client.server_info();
+  out << "version        " << info.version << "\n"
+      << "backend        " << info.backend << "\n"
+      << "redis masters  " << info.redis_masters << "\n"
+      << "redis ok       " << (info.redis_ok ? "yes" : "no") << "\n";
+}
+
 }  // namespace tdstore::cli

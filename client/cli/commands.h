@@ -23,6 +23,9 @@ void RunGet(Client& client, const CommandLine& line, std::ostream& out);
 // rm NAME [PATH]
 void RunRemove(Client& client, const CommandLine& line, std::ostream& out);
 
+// server: the daemon's version and Redis back end.
+void RunServer(Client& client, const CommandLine& line, std::ostream& out);
+
 }  // namespace tdstore::cli
 
 #endif  // TDSTORE_CLIENT_CLI_COMMANDS_H_

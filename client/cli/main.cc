@@ -35,6 +35,7 @@ Commands:
   get NAME PATH -o FILE.npy --index IDX | --index-file IDX.npy
                               write PATH[IDX] only, reading just those rows
   rm NAME [PATH]              delete the dict, or one leaf or nested dict of it
+  server                      the daemon's version and Redis back end (node count)
 
 Indices (over the batch dims, as Python writes them; quote them for the shell):
   3   -1   3:10:2   ::3   :   ...   [1,5,9]   [[0,1],[2,3]]   [True,False,True]
@@ -67,6 +68,7 @@ const std::vector<CommandSpec>& Commands() {
       {"put", 3, 3, {"index", "index-file"}, RunPut},
       {"get", 2, 2, {"output", "index", "index-file"}, RunGet},
       {"rm", 1, 2, {}, RunRemove},
+      {"server", 0, 0, {}, RunServer},
   };
   return *commands;
 }

@@ -114,6 +114,13 @@ std::vector<std::string> Client::list() {
   return names;
 }
 
+Client::ServerInfo Client::server_info() {
+  v1::ServerInfo response;
+  impl_->Call(&v1::TdStore::Stub::GetServerInfo, v1::GetServerInfoRequest(), &response);
+  return ServerInfo{response.version(), response.backend(), response.redis_masters(),
+                    response.redis_ok()};
+}
+
 void Client::drop(const std::string& name) {
   v1::DeleteDictRequest request;
   request.set_name(name);

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "tdstore/client.h"
@@ -262,6 +265,36 @@ TEST(E2eDict, ReadersNeverSeeHalfAReplacedLeaf) {
   EXPECT_EQ(other_errors.load(), 0);
   EXPECT_GT(whole.load(), 0);
   EXPECT_TRUE(at::equal(td.get("hot"), at::full({256, 1024}, 30, at::kInt)));
+}
+
+}  // namespace
+}  // namespace tdstore::testing
+
+namespace tdstore::testing {
+namespace {
+
+// GetServerInfo names the back end and how many masters it routes to.
+TEST(E2eDict, ServerInfoNamesTheBackendAndItsMasters) {
+  Client client(DaemonAddress());
+  const Client::ServerInfo info = client.server_info();
+  EXPECT_TRUE(info.redis_ok);
+  EXPECT_FALSE(info.version.empty());
+  if (SharedRedis().backend() == "cluster") {
+    EXPECT_EQ(info.redis_masters, 3);
+    EXPECT_NE(info.backend.find("cluster of 3 masters"), std::string::npos) << info.backend;
+  } else {
+    EXPECT_EQ(info.redis_masters, 1);
+    EXPECT_NE(info.backend.find("standalone"), std::string::npos) << info.backend;
+  }
+  // The CLI shows the same.
+  const std::string out = ::testing::TempDir() + "/server_info.txt";
+  const std::string cmd = std::string(TDSTORE_CLI_BIN) + " --addr " + DaemonAddress() +
+                          " server > " + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(info.backend), std::string::npos) << text;
+  EXPECT_NE(text.find("redis ok       yes"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -230,6 +230,16 @@ class Client {
   Dict open(const std::string& name);
   // Names of all dicts, sorted.
   std::vector<std::string> list();
+  // What the daemon serves from: its version, its Redis back end
+  // ("standalone redis://host:port", "cluster of 3 masters (seeds ...)"),
+  // the number of Redis masters, and whether they all answer PING now.
+  struct ServerInfo {
+    std::string version;
+    std::string backend;
+    int redis_masters = 0;
+    bool redis_ok = false;
+  };
+  ServerInfo server_info();
   // Deletes a dict and all its data; NOT_FOUND if there is none.
   void drop(const std::string& name);
   // Renames; NOT_FOUND / ALREADY_EXISTS.
