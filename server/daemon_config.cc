@@ -184,7 +184,9 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, const char* const* argv
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
-      return absl::InvalidArgumentError(StrCat("unexpected argument '", arg, "'"));
+      // Not repeated: a stray argument may be a URL with a password in it.
+      return absl::InvalidArgumentError(
+          StrCat("unexpected argument #", i + 1, ": settings are --name value (see --help)"));
     }
     std::string name = arg.substr(2), value;
     bool has_value = false;

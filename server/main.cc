@@ -72,6 +72,10 @@ int Run(int argc, char** argv) {
     return 0;
   }
 
+  // Files and sockets we create (the unix socket above all) are never
+  // world-accessible, not even for the moment before chmod.
+  umask(0007);
+
   // --- Redis: the given one, or our own embedded child. ---------------------
   std::unique_ptr<redis::EmbeddedRedis> embedded;
   std::string redis_url = config->redis_url;
@@ -90,8 +94,9 @@ int Run(int argc, char** argv) {
         embedded->address().Redacted() +
         (config->data_dir.empty() ? " without persistence" : " persisting to " + config->data_dir));
   }
-  auto redis_owner =
-      redis::MakeRedisClient(redis_url, config->redis_password, redis::ConnectOptions{});
+  // The embedded Redis has no password: TDSTORE_REDIS_PASSWORD is for --redis.
+  auto redis_owner = redis::MakeRedisClient(
+      redis_url, embedded ? std::string() : config->redis_password, redis::ConnectOptions{});
   if (!redis_owner.ok()) {
     Log("--redis: " + std::string(redis_owner.status().message()));
     return 2;

@@ -10,11 +10,11 @@
 -- 'kept'. Each replaced generation is parked in the pending hash as already expired
 -- ("expires_ms=0;<record>"): the caller deletes its blocks right away and
 -- then the entry, and if the caller dies first the sweeper does it.
--- Errors: TDNOTFOUND (dict deleted), TDSWEPT (a generation's pending entry is
--- gone: the write took longer than the pending timeout and was swept),
+-- Errors: TDNODICT (dict deleted or being deleted), TDSWEPT (a generation's
+-- pending entry is gone: the write took longer than the pending timeout and was swept),
 -- TDCONFLICT (a new path lies under an existing leaf or above one).
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return redis.error_reply('TDNOTFOUND the dict was deleted')
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then
+  return redis.error_reply('TDNODICT the dict was deleted')
 end
 local n = tonumber(ARGV[1])
 local create_only = ARGV[2] == 'create'

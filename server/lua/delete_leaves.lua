@@ -3,9 +3,11 @@
 -- ARGV: encoded paths. All are checked before anything is removed.
 -- Returns {version, path_1, record_1, ...} of the removed leaves. Their
 -- generations are parked in the pending hash as already expired, as in
--- commit_leaves.lua: the caller deletes the blocks, then the entries. Errors: TDNOTFOUND <path> if a path matches nothing.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return redis.error_reply('TDNOTFOUND the dict was deleted')
+-- commit_leaves.lua: the caller deletes the blocks, then the entries.
+-- Errors: TDNODICT if the dict was deleted; TDNOTFOUND <path> if a path
+-- matches nothing.
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then
+  return redis.error_reply('TDNODICT the dict was deleted')
 end
 local all = redis.call('HGETALL', KEYS[2])
 local doomed = {}

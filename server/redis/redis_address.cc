@@ -112,7 +112,9 @@ absl::Status ParseHostPort(std::string_view hostport, RedisAddress* address) {
   if (host.empty()) return Invalid("empty host");
   address->host = std::string(host);
   if (!port.empty() && (!ParseNumber(port, 65535, &address->port) || address->port == 0)) {
-    return Invalid("port '" + std::string(port) + "' is not in 1..65535");
+    // The port text is not repeated: in "redis://user:secret" (host
+    // forgotten) it would be the password.
+    return Invalid("the port is not a number in 1..65535");
   }
   return absl::OkStatus();
 }

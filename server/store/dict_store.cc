@@ -58,10 +58,15 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
 
   const std::string catalog = keys_.Catalog();
   auto publish = redis_->Call(catalog, {"HSETNX", catalog, name, id});
-  if (!publish.ok() || publish->is_error() || publish->integer() == 0) {
-    // Name taken (or Redis failed): take back the meta we wrote.
+  if (!publish.ok()) {
+    // No reply: the name may or may not have been published, so the meta
+    // must stay (a published name without meta could never be used again).
+    return absl::UnavailableError(StrCat("creating dict '", name,
+                                         "': outcome unknown: ", publish.status().message()));
+  }
+  if (publish->is_error() || publish->integer() == 0) {
+    // Name taken (or refused): take back the meta we wrote.
     (void)redis_->Call(meta_key, {"DEL", meta_key});
-    if (!publish.ok()) return publish.status();
     if (auto s = ReplyStatus(*publish, "publish dict"); !s.ok()) return s;
     return absl::AlreadyExistsError(StrCat("dict '", name, "' already exists"));
   }
@@ -113,64 +118,90 @@ absl::StatusOr<std::vector<std::string>> DictStore::ListDicts() {
   auto reply = redis_->Call(catalog, {"HKEYS", catalog});
   if (!reply.ok()) return reply.status();
   if (auto s = ReplyStatus(*reply, "list dicts"); !s.ok()) return s;
-  std::vector<std::string> names = StringArray(*reply);
+  std::vector<std::string> names;
+  for (std::string& field : StringArray(*reply)) {
+    // Fields starting with '/' are bookkeeping (deletions in progress).
+    if (!field.empty() && field[0] != '/') names.push_back(std::move(field));
+  }
   std::sort(names.begin(), names.end());
   return names;
 }
 
 absl::StatusOr<std::vector<std::string>> DictStore::ListDictIds() {
   const std::string catalog = keys_.Catalog();
-  auto reply = redis_->Call(catalog, {"HVALS", catalog});
+  auto reply = redis_->Call(catalog, {"HGETALL", catalog});
   if (!reply.ok()) return reply.status();
   if (auto s = ReplyStatus(*reply, "list dict ids"); !s.ok()) return s;
-  return StringArray(*reply);
+  std::vector<std::string> fields = StringArray(*reply), ids;
+  for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+    if (!fields[i].empty() && fields[i][0] != '/') ids.push_back(fields[i + 1]);
+  }
+  return ids;
+}
+
+absl::StatusOr<std::vector<std::string>> DictStore::ListDeletingIds() {
+  const std::string catalog = keys_.Catalog();
+  auto reply = redis_->Call(catalog, {"HGETALL", catalog});
+  if (!reply.ok()) return reply.status();
+  if (auto s = ReplyStatus(*reply, "list deletions"); !s.ok()) return s;
+  std::vector<std::string> fields = StringArray(*reply), ids;
+  for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+    if (fields[i].rfind(kDeletingPrefix, 0) == 0) ids.push_back(fields[i + 1]);
+  }
+  return ids;
 }
 
 absl::Status DictStore::DeleteDict(std::string_view name) {
-  auto schema = LoadDict(name);
-  if (!schema.ok()) return schema.status();
-  const std::string& id = schema->meta.id;
-
-  // 1. Unpublish. HDEL returning 0 means a concurrent delete won the race.
+  auto id = LookupId(name);
+  if (!id.ok()) return id.status();
+  // 1. Unpublish, only if the name still means this id (a rename and a new
+  //    create in between must not be hit), recording the deletion.
   const std::string catalog = keys_.Catalog();
-  auto unpublish = redis_->Call(catalog, {"HDEL", catalog, name});
-  if (!unpublish.ok()) return unpublish.status();
-  if (auto s = ReplyStatus(*unpublish, "unpublish dict"); !s.ok()) return s;
-  if (unpublish->integer() == 0) return NotFoundDict(name);
+  auto unpublished = redis_->Eval(GetScripts().unpublish_dict, {catalog}, {name, *id});
+  if (!unpublished.ok()) return unpublished.status();
+  if (auto s = ReplyStatus(*unpublished, "unpublish dict"); !s.ok()) return s;
+  if (unpublished->integer() == 0) return NotFoundDict(name);
+  // 2. Everything the dict owns; resumable by the sweeper from here on.
+  return FinishDelete(*id);
+}
 
-  // 2. Delete meta first: from now on begin_write and commit_leaves fail, so
-  //    no new generation can appear. Then read what is left to delete.
+absl::Status DictStore::FinishDelete(const std::string& id) {
   const std::string meta_key = keys_.Meta(id);
   const std::string leaves_key = keys_.Leaves(id);
   const std::string pending_key = keys_.Pending(id);
-  auto del_meta = redis_->Call(meta_key, {"DEL", meta_key});
-  if (!del_meta.ok()) return del_meta.status();
-
-  auto leaves = redis_->Call(leaves_key, {"HGETALL", leaves_key});
-  if (!leaves.ok()) return leaves.status();
-  auto pending = redis_->Call(pending_key, {"HGETALL", pending_key});
-  if (!pending.ok()) return pending.status();
-
-  // 3. Data blocks of every committed and every pending generation.
-  std::vector<std::string> leaf_fields = StringArray(*leaves);
-  for (size_t i = 0; i + 1 < leaf_fields.size(); i += 2) {
-    auto record = DecodeLeafRecord(leaf_fields[i + 1]);
-    if (!record.ok()) continue;  // unreadable: nothing we can locate
-    if (auto s = DeleteGeneration(schema->meta, *record); !s.ok()) return s;
+  // Writers check this mark in begin_write/commit_leaves; the meta itself
+  // stays until the end because the block layout is needed to find blocks.
+  auto marked = redis_->Eval(GetScripts().mark_deleting, {meta_key}, {});
+  if (!marked.ok()) return marked.status();
+  if (auto s = ReplyStatus(*marked, "mark dict deleting"); !s.ok()) return s;
+  if (marked->integer() == 1) {
+    auto schema = LoadDictById(id);
+    if (!schema.ok()) return schema.status();
+    auto pending = redis_->Call(pending_key, {"HGETALL", pending_key});
+    if (!pending.ok()) return pending.status();
+    if (auto s = ReplyStatus(*pending, "read pending writes"); !s.ok()) return s;
+    // Data blocks of every committed and every pending generation.
+    for (const auto& [_, leaf] : schema->leaves) {
+      if (auto s = DeleteGeneration(schema->meta, leaf.record); !s.ok()) return s;
+    }
+    std::vector<std::string> pending_fields = StringArray(*pending);
+    for (size_t i = 0; i + 1 < pending_fields.size(); i += 2) {
+      auto record = DecodePendingRecord(pending_fields[i + 1]);
+      int64_t gen = 0;
+      if (!record.ok() || !absl::SimpleAtoi(pending_fields[i], &gen)) continue;
+      record->leaf.generation = gen;
+      if (auto s = DeleteGeneration(schema->meta, record->leaf); !s.ok()) return s;
+    }
+    // The registry and the meta, in one slot.
+    auto del = redis_->Call(meta_key, {"DEL", leaves_key, pending_key, meta_key});
+    if (!del.ok()) return del.status();
+    if (auto s = ReplyStatus(*del, "delete dict registry"); !s.ok()) return s;
   }
-  std::vector<std::string> pending_fields = StringArray(*pending);
-  for (size_t i = 0; i + 1 < pending_fields.size(); i += 2) {
-    auto record = DecodePendingRecord(pending_fields[i + 1]);
-    int64_t gen = 0;
-    if (!record.ok() || !absl::SimpleAtoi(pending_fields[i], &gen)) continue;
-    record->leaf.generation = gen;
-    if (auto s = DeleteGeneration(schema->meta, record->leaf); !s.ok()) return s;
-  }
-
-  // 4. The registry itself.
-  auto del = redis_->Call(leaves_key, {"DEL", leaves_key, pending_key});
-  if (!del.ok()) return del.status();
-  return ReplyStatus(*del, "delete dict registry");
+  // 3. The record of the deletion: done.
+  const std::string catalog = keys_.Catalog();
+  auto done = redis_->Call(catalog, {"HDEL", catalog, StrCat(kDeletingPrefix, id)});
+  if (!done.ok()) return done.status();
+  return ReplyStatus(*done, "finish dict deletion");
 }
 
 absl::StatusOr<DictSchema> DictStore::RenameDict(std::string_view name,
@@ -189,8 +220,7 @@ absl::StatusOr<DictSchema> DictStore::RenameDict(std::string_view name,
   const std::string id(reply->str());
   // The meta's name is informational (the catalog is the truth); keep it in
   // step for people reading Redis.
-  const std::string meta_key = keys_.Meta(id);
-  (void)redis_->Call(meta_key, {"HSET", meta_key, kMetaName, new_name});
+  (void)redis_->Eval(GetScripts().set_meta_name, {keys_.Meta(id)}, {new_name});
   return LoadDict(new_name);
 }
 
@@ -211,6 +241,7 @@ absl::StatusOr<std::vector<LeafPath>> DictStore::DeleteLeaves(std::string_view n
   auto reply =
       redis_->Eval(GetScripts().delete_leaves, {meta_key, leaves_key, pending_key}, args);
   if (!reply.ok()) return reply.status();
+  if (ErrorTag(*reply) == "TDNODICT") return NotFoundDict(name);
   if (ErrorTag(*reply) == "TDNOTFOUND") {
     std::string_view detail = ErrorDetail(*reply);
     auto path = DecodePath(detail);

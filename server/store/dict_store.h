@@ -28,6 +28,10 @@
 
 namespace tdstore::store {
 
+// Catalog fields starting with this record deletions in progress (dict
+// names cannot start with '/').
+inline constexpr char kDeletingPrefix[] = "/deleting/";
+
 class DictStore {
  public:
   // `redis` must outlive the store.
@@ -50,8 +54,20 @@ class DictStore {
   absl::StatusOr<std::vector<std::string>> ListDicts();
 
   // Removes the dict from the catalog, then every key it owns: meta, leaf
-  // registry, pending writes and all data blocks.
+  // registry, pending writes and all data blocks. The deletion is recorded
+  // in the catalog first, so one cut short (Redis failure, daemon killed) is
+  // finished by the sweeper (FinishDelete). A catalog entry whose meta is
+  // missing is simply removed.
   absl::Status DeleteDict(std::string_view name);
+
+  // Completes the deletion of dict `id` recorded by DeleteDict: marks its
+  // meta deleting (writers stop), deletes every block of every committed and
+  // pending generation, then the registry, the meta and the record.
+  // Idempotent.
+  absl::Status FinishDelete(const std::string& id);
+
+  // Ids whose deletion was recorded but not finished (for the sweeper).
+  absl::StatusOr<std::vector<std::string>> ListDeletingIds();
 
   // Renames atomically in the catalog. NOT_FOUND / ALREADY_EXISTS.
   absl::StatusOr<DictSchema> RenameDict(std::string_view name, std::string_view new_name);

@@ -111,7 +111,7 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape&
   auto gen = store_->redis().Eval(GetScripts().begin_write, {meta_key, pending_key},
                                   {PendingRecordFor(record)});
   if (!gen.ok()) return Fail(gen.status());
-  if (ErrorTag(*gen) == "TDNOTFOUND") {
+  if (ErrorTag(*gen) == "TDNODICT") {
     return Fail(absl::NotFoundError(
         StrCat("dict '", schema_.meta.name, "' was deleted during the write")));
   }
@@ -134,6 +134,9 @@ absl::Status WriteTxn::Append(std::string_view data) {
                      cur.layout.total_bytes(), " bytes its header announced")));
   }
   if (size == 0) return absl::OkStatus();
+  // Refresh the pending entries *before* sending: a write the sweeper has
+  // already given up on must stop here, not recreate keys it deleted.
+  if (auto s = TouchPendingIfDue(); !s.ok()) return Fail(s);
   if (!pipe_) {
     auto pipe = store_->redis().NewPipeline(store_->options().pipeline_depth);
     if (!pipe.ok()) return Fail(pipe.status());
@@ -160,7 +163,6 @@ absl::Status WriteTxn::Append(std::string_view data) {
   if (status.ok()) status = pipe_->Flush();
   if (!status.ok()) return Fail(status);
   cur.written += size;
-  if (auto s = TouchPendingIfDue(); !s.ok()) return Fail(s);
   return absl::OkStatus();
 }
 
@@ -259,20 +261,20 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
       GetScripts().commit_leaves, {keys.Meta(id), keys.Leaves(id), keys.Pending(id)}, argv,
       options.write_replicas, options.write_replicas_timeout);
   if (!reply.ok()) {
-    // Either Redis failed or the commit ran but too few replicas confirmed
-    // it; in both cases the caller hears UNAVAILABLE. Abort only deletes
-    // blocks no record names, so a commit that did run stays intact.
-    if (options.write_replicas > 0) {
-      done_ = true;
-      pipe_.reset();
-      return absl::UnavailableError(StrCat(
-          "the write may be committed but was not confirmed by ", options.write_replicas,
-          " replica(s): ", reply.status().message()));
-    }
-    return Fail(reply.status());
+    // No reply: the connection broke after the script was sent, or too few
+    // replicas confirmed it. The commit may have run, so deleting our
+    // blocks could destroy a visible leaf. Leave everything as it is: if
+    // the commit ran, the leaves are visible and complete; if not, the
+    // pending entries still name our generations and the sweeper deletes
+    // their blocks once they expire.
+    done_ = true;
+    pipe_.reset();
+    return absl::UnavailableError(StrCat(
+        "the write's outcome is unknown (it may or may not be visible; retrying it is safe): ",
+        reply.status().message()));
   }
   std::string_view tag = ErrorTag(*reply);
-  if (tag == "TDNOTFOUND") {
+  if (tag == "TDNODICT") {
     return Fail(absl::NotFoundError(
         StrCat("dict '", schema_.meta.name, "' was deleted during the write")));
   }
@@ -314,15 +316,29 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
 void WriteTxn::Abort() {
   if (done_) return;
   done_ = true;
-  // The pipeline's state is unknown after an error; start cleanup afresh.
-  pipe_.reset();
+  // SETRANGEs already sent must be finished before we delete: Redis could
+  // otherwise run them after our UNLINKs and recreate keys nobody tracks.
+  // Reading every reply proves they ran (error replies are fine here).
+  bool settled = true;
+  if (pipe_) {
+    while (settled && pipe_->outstanding() > 0) settled = pipe_->Receive().ok();
+    pipe_.reset();
+  }
   const std::string pending_key = store_->keys().Pending(schema_.meta.id);
   for (const PendingLeaf& p : leaves_) {
     // Blocks first, then the entry: if we die in between, the sweeper still
     // knows what to delete.
     if (!store_->DeleteGeneration(schema_.meta, p.leaf.record).ok()) continue;
-    (void)store_->redis().Call(pending_key,
-                               {"HDEL", pending_key, StrCat(p.leaf.record.generation)});
+    const std::string gen = StrCat(p.leaf.record.generation);
+    if (settled) {
+      (void)store_->redis().Call(pending_key, {"HDEL", pending_key, gen});
+    } else {
+      // The connection broke with commands in flight: a straggler may still
+      // land. Keep the entry, due again after the pending timeout (far
+      // longer than the I/O timeout), so the sweeper deletes what lands late.
+      (void)store_->redis().Eval(GetScripts().touch_pending, {pending_key},
+                                 {gen, PendingRecordFor(p.leaf.record)});
+    }
   }
   leaves_.clear();
 }

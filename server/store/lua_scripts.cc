@@ -11,9 +11,12 @@ const Scripts& GetScripts() {
       redis::Script("claim_pending", lua::kClaimPending),
       redis::Script("commit_leaves", lua::kCommitLeaves),
       redis::Script("delete_leaves", lua::kDeleteLeaves),
+      redis::Script("mark_deleting", lua::kMarkDeleting),
       redis::Script("read_runs", lua::kReadRuns),
       redis::Script("rename_dict", lua::kRenameDict),
+      redis::Script("set_meta_name", lua::kSetMetaName),
       redis::Script("touch_pending", lua::kTouchPending),
+      redis::Script("unpublish_dict", lua::kUnpublishDict),
       redis::Script("write_runs", lua::kWriteRuns),
   };
   return *scripts;
@@ -22,8 +25,9 @@ const Scripts& GetScripts() {
 absl::Status PreloadScripts(redis::RedisClient& redis) {
   const Scripts& s = GetScripts();
   for (const redis::Script* script :
-       {&s.begin_write, &s.claim_pending, &s.commit_leaves, &s.delete_leaves, &s.read_runs,
-        &s.rename_dict, &s.touch_pending, &s.write_runs}) {
+       {&s.begin_write, &s.claim_pending, &s.commit_leaves, &s.delete_leaves, &s.mark_deleting,
+        &s.read_runs, &s.rename_dict, &s.set_meta_name, &s.touch_pending, &s.unpublish_dict,
+        &s.write_runs}) {
     auto replies = redis.CallOnEveryMaster({"SCRIPT", "LOAD", script->body()});
     if (!replies.ok()) return replies.status();
     for (const redis::Reply& reply : *replies) {

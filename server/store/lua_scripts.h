@@ -13,9 +13,12 @@ extern const char kBeginWrite[];
 extern const char kClaimPending[];
 extern const char kCommitLeaves[];
 extern const char kDeleteLeaves[];
+extern const char kMarkDeleting[];
 extern const char kReadRuns[];
 extern const char kRenameDict[];
+extern const char kSetMetaName[];
 extern const char kTouchPending[];
+extern const char kUnpublishDict[];
 extern const char kWriteRuns[];
 }  // namespace tdstore::lua
 
@@ -27,9 +30,12 @@ struct Scripts {
   redis::Script claim_pending;
   redis::Script commit_leaves;
   redis::Script delete_leaves;
+  redis::Script mark_deleting;
   redis::Script read_runs;
   redis::Script rename_dict;
+  redis::Script set_meta_name;
   redis::Script touch_pending;
+  redis::Script unpublish_dict;
   redis::Script write_runs;
 };
 const Scripts& GetScripts();

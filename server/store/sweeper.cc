@@ -10,15 +10,30 @@
 namespace tdstore::store {
 
 absl::StatusOr<int> Sweeper::SweepOnce(int64_t now_ms) {
+  // One dict's trouble (an unreachable master, a malformed record) must not
+  // stop the others from being swept: remember the first error, go on.
+  absl::Status first_error;
+  int removed = 0;
+  auto deleting = store_->ListDeletingIds();
+  if (!deleting.ok()) return deleting.status();
+  for (const std::string& id : *deleting) {
+    // A dict deletion that was cut short: finish it.
+    absl::Status s = store_->FinishDelete(id);
+    if (s.ok()) ++removed;
+    else if (first_error.ok()) first_error = s;
+  }
   auto ids = store_->ListDictIds();
   if (!ids.ok()) return ids.status();
-  int removed = 0;
   for (const std::string& id : *ids) {
     auto n = SweepDict(id, now_ms);
     if (absl::IsNotFound(n.status())) continue;  // deleted meanwhile
-    if (!n.ok()) return n.status();
+    if (!n.ok()) {
+      if (first_error.ok()) first_error = n.status();
+      continue;
+    }
     removed += *n;
   }
+  if (!first_error.ok()) return first_error;
   return removed;
 }
 
@@ -41,13 +56,23 @@ absl::StatusOr<int> Sweeper::SweepDict(const std::string& id, int64_t now_ms) {
     int64_t gen = 0;
     if (!record.ok() || !absl::SimpleAtoi(gen_text, &gen)) continue;
     if (record->expires_ms > now_ms) continue;
+    // Claim it with a lease rather than removing it: if this sweep dies
+    // before the blocks are gone, the lease expires and a later pass (here
+    // or in another daemon) deletes them again.
+    PendingRecord lease = *record;
+    lease.expires_ms = now_ms + store_->options().pending_timeout.count();
+    const std::string leased = EncodePendingRecord(lease);
     auto claim = store_->redis().Eval(GetScripts().claim_pending, {pending_key},
-                                      {gen_text, value});
+                                      {gen_text, value, leased});
     if (!claim.ok()) return claim.status();
     if (auto s = ReplyStatus(*claim, "claim pending write"); !s.ok()) return s;
     if (claim->integer() != 1) continue;  // committed or refreshed meanwhile
     record->leaf.generation = gen;  // the field name is the generation
     if (auto s = store_->DeleteGeneration(schema->meta, record->leaf); !s.ok()) return s;
+    // Blocks gone: drop the entry, if it still holds our lease.
+    auto dropped = store_->redis().Eval(GetScripts().claim_pending, {pending_key},
+                                        {gen_text, leased, ""});
+    if (!dropped.ok()) return dropped.status();
     ++removed;
   }
   return removed;

@@ -7,7 +7,9 @@
 // gone and daemon killed) or to cleanup that was cut short. SweepOnce claims
 // each such entry atomically (claim_pending.lua: only if unchanged since it
 // was read, so a writer that commits or refreshes meanwhile wins) and deletes
-// its blocks.
+// its blocks: it swaps the entry for a lease, deletes the blocks, then
+// removes the entry if it still holds the lease. It also finishes dict
+// deletions that were cut short (DictStore::FinishDelete).
 //
 // Several daemons may sweep the same Redis; claims keep them from fighting.
 //
@@ -32,7 +34,9 @@ class Sweeper {
   explicit Sweeper(DictStore* store) : store_(store) {}
   ~Sweeper() { Stop(); }
 
-  // One pass over every dict; returns how many generations it removed.
+  // One pass over every dict; returns how many generations (and unfinished
+  // dict deletions) it removed. A failure on one dict does not stop the
+  // pass; the first error is returned after it.
   absl::StatusOr<int> SweepOnce(int64_t now_ms);
 
   void Start(std::chrono::milliseconds interval);
