@@ -206,6 +206,7 @@ void WriteLeaves(const Client::Impl& impl, const std::string& dict,
 
   v1::WriteChunk chunk;
   chunk.mutable_begin()->set_dict(dict);
+  chunk.mutable_begin()->set_leaf_count(static_cast<int32_t>(leaves.size()));
   if (index != nullptr) *chunk.mutable_begin()->mutable_index() = *index;
   CheckRequestSize(chunk);
 

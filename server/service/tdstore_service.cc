@@ -110,6 +110,8 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
   if (chunk.begin().has_index()) {
     return WriteIndexed(ctx, reader, chunk.begin(), resp);
   }
+  const int32_t announced_leaves = chunk.begin().leaf_count();
+  int32_t headers = 0;
   auto txn = store::WriteTxn::Begin(store_, chunk.begin().dict());
   if (!txn.ok()) return ToGrpc(txn.status());
 
@@ -127,6 +129,7 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
           return ToGrpc(absl::InvalidArgumentError(
               StrCat("leaf '", PathToDisplay(*path), "': ", dtype.status().message())));
         }
+        ++headers;
         status = (*txn)->BeginLeaf(*path, *dtype, ShapeFromProto(h.shape()), h.byte_size());
         break;
       }
@@ -146,6 +149,11 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
   // the call breaks (abort): only the former may commit.
   if (ctx->IsCancelled()) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "write stream cancelled; nothing written");
+  }
+  if (announced_leaves > 0 && headers != announced_leaves) {
+    return ToGrpc(absl::InvalidArgumentError(
+        StrCat("the stream announced ", announced_leaves, " leaves but carried ", headers,
+               "; nothing written")));
   }
   auto result = (*txn)->Commit();
   if (!result.ok()) return ToGrpc(result.status());
@@ -314,6 +322,11 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
     return grpc::Status(grpc::StatusCode::CANCELLED, "write stream cancelled; nothing written");
   }
   if (auto s = incomplete(); !s.ok()) return ToGrpc(s);
+  if (begin.leaf_count() > 0 && static_cast<size_t>(begin.leaf_count()) != values.size()) {
+    return ToGrpc(absl::InvalidArgumentError(
+        StrCat("the stream announced ", begin.leaf_count(), " leaves but carried ", values.size(),
+               "; nothing written")));
+  }
   auto written = store::WriteIndexedLeaves(store_, begin.dict(), *index, values);
   if (!written.ok()) return ToGrpc(written.status());
   for (const store::Leaf& leaf : *written) ToProto(leaf, resp->add_written());
