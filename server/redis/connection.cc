@@ -2,6 +2,7 @@
 #include "server/redis/connection.h"
 
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/time.h>
 
@@ -188,6 +189,17 @@ absl::Status Connection::WaitReplicas(int replicas, std::chrono::milliseconds ti
                                   " replicas confirmed the write within " + ms + " ms");
   }
   return absl::OkStatus();
+}
+
+bool Connection::ClosedByPeer() const {
+  if (broken_) return true;
+  if (pending_ > 0) return false;  // replies due: readable is expected
+  pollfd p{};
+  p.fd = ctx_->fd;
+  p.events = POLLIN;
+  // Readable with nothing asked means EOF (or stray data); POLLHUP/POLLERR a
+  // dead socket.
+  return poll(&p, 1, 0) != 0;
 }
 
 absl::Status Connection::Flush() {

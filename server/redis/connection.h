@@ -60,6 +60,12 @@ class Connection {
 
   bool broken() const { return broken_; }
 
+  // For an idle connection (nothing pending): whether the server closed it
+  // (restart, failover, idle timeout) or sent something unasked. Either way
+  // it must not carry a command: one sent there would fail after sending,
+  // with its fate unknown. A non-blocking poll(2), no read.
+  bool ClosedByPeer() const;
+
   // WAIT replicas timeout: blocks until `replicas` replicas acknowledged
   // every write sent on this connection. Requires pending() == 0.
   // UNAVAILABLE if fewer confirm in time or the connection breaks.

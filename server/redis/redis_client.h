@@ -54,6 +54,19 @@ class Pipeline {
   // sends WAIT on each connection the pipeline used. Requires outstanding()
   // == 0. UNAVAILABLE if fewer replicas confirm within `timeout`.
   virtual absl::Status WaitReplicas(int replicas, std::chrono::milliseconds timeout) = 0;
+
+  // For a pipeline that will end with WaitReplicas(replicas, timeout); call
+  // it right after NewPipeline, with the same values. A cluster pipeline
+  // re-issues a redirected command (MOVED, ASK, TRYAGAIN, CLUSTERDOWN) on
+  // its own, on another connection, which its WaitReplicas cannot cover:
+  // with this set, each re-issued command is followed at once by WAIT
+  // replicas timeout on its own connection (Receive() then fails UNAVAILABLE
+  // if fewer confirm). Without it, WaitReplicas(n > 0) fails UNAVAILABLE if
+  // any command was re-issued. Re-issued reads are waited for too (a WAIT
+  // with no write is cheap while the replicas are connected), so set it on
+  // pipelines whose writes need WAIT only. A standalone pipeline never
+  // re-issues: no-op.
+  virtual void set_reissue_replicas(int /*replicas*/, std::chrono::milliseconds /*timeout*/) {}
 };
 
 class RedisClient {

@@ -93,13 +93,18 @@ StandaloneClient::StandaloneClient(RedisAddress address, ConnectOptions options,
 StandaloneClient::~StandaloneClient() = default;
 
 absl::StatusOr<std::unique_ptr<Connection>> StandaloneClient::Acquire() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_.empty()) {
-      std::unique_ptr<Connection> conn = std::move(idle_.back());
+  while (true) {
+    std::unique_ptr<Connection> conn;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (idle_.empty()) break;
+      conn = std::move(idle_.back());
       idle_.pop_back();
-      return conn;
     }
+    // An idle connection the server has closed meanwhile (it restarted or
+    // died in a failover) would fail the command after sending it, when it
+    // can no longer be retried: close it and try the next (outside the lock).
+    if (!conn->ClosedByPeer()) return conn;
   }
   // Connect outside the lock: a slow or unreachable Redis must not stall
   // threads that could reuse an idle connection.

@@ -93,6 +93,9 @@ absl::Status RunBlocks(const DictStore& store, std::vector<BlockCommand>& comman
   const int depth = store.options().pipeline_depth;
   auto pipe = store.redis().NewPipeline(depth);
   if (!pipe.ok()) return pipe.status();
+  const StoreOptions& o = store.options();
+  const int replicas = wait_replicas ? o.write_replicas : 0;
+  if (replicas > 0) (*pipe)->set_reissue_replicas(replicas, o.write_replicas_timeout);
   size_t sent = 0;
   for (size_t received = 0; received < commands.size(); ++received) {
     while (sent < commands.size() && (*pipe)->outstanding() < depth) {
@@ -103,17 +106,15 @@ absl::Status RunBlocks(const DictStore& store, std::vector<BlockCommand>& comman
     if (!reply.ok()) return reply.status();
     const BlockCommand& c = commands[received];
     if (c.script != nullptr && reply->is_error() && reply->str().substr(0, 8) == "NOSCRIPT") {
-      reply = store.redis().Eval(*c.script, c.keys, c.args);
+      reply = store.redis().EvalDurable(*c.script, c.keys, c.args, replicas,
+                                        o.write_replicas_timeout);
       if (!reply.ok()) return reply.status();
     }
     if (ErrorTag(*reply) == "TDSTALE") return StaleError(ErrorDetail(*reply));
     if (auto s = ReplyStatus(*reply, "indexed block access"); !s.ok()) return s;
     if (auto s = on_reply(received, *reply); !s.ok()) return s;
   }
-  if (wait_replicas) {
-    const StoreOptions& o = store.options();
-    if (o.write_replicas > 0) return (*pipe)->WaitReplicas(o.write_replicas, o.write_replicas_timeout);
-  }
+  if (replicas > 0) return (*pipe)->WaitReplicas(replicas, o.write_replicas_timeout);
   return absl::OkStatus();
 }
 

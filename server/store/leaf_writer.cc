@@ -138,9 +138,7 @@ absl::Status WriteTxn::Append(std::string_view data) {
   // already given up on must stop here, not recreate keys it deleted.
   if (auto s = TouchPendingIfDue(); !s.ok()) return Fail(s);
   if (!pipe_) {
-    auto pipe = store_->redis().NewPipeline(store_->options().pipeline_depth);
-    if (!pipe.ok()) return Fail(pipe.status());
-    pipe_ = *std::move(pipe);
+    if (auto s = OpenPipeline(); !s.ok()) return Fail(s);
   }
 
   absl::Status status;
@@ -174,9 +172,7 @@ absl::Status WriteTxn::ZeroFill() {
   PendingLeaf& cur = leaves_.back();
   const BlockLayout& layout = cur.layout;
   if (!pipe_) {
-    auto pipe = store_->redis().NewPipeline(store_->options().pipeline_depth);
-    if (!pipe.ok()) return Fail(pipe.status());
-    pipe_ = *std::move(pipe);
+    if (auto s = OpenPipeline(); !s.ok()) return Fail(s);
   }
   const std::string& id = schema_.meta.id;
   const int64_t gen = cur.leaf.record.generation;
@@ -191,6 +187,19 @@ absl::Status WriteTxn::ZeroFill() {
     }
   }
   cur.written = layout.total_bytes();
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::OpenPipeline() {
+  const StoreOptions& options = store_->options();
+  auto pipe = store_->redis().NewPipeline(options.pipeline_depth);
+  if (!pipe.ok()) return pipe.status();
+  pipe_ = *std::move(pipe);
+  // Commands a cluster pipeline re-sends after a redirect run on other
+  // connections; they need their own WAIT for --write-replicas to hold.
+  if (options.write_replicas > 0) {
+    pipe_->set_reissue_replicas(options.write_replicas, options.write_replicas_timeout);
+  }
   return absl::OkStatus();
 }
 

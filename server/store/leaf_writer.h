@@ -89,6 +89,7 @@ class WriteTxn {
 
   WriteTxn(DictStore* store, DictSchema schema);
   absl::Status Fail(absl::Status status);  // aborts, returns status
+  absl::Status OpenPipeline();
   absl::Status DrainReplies(int keep_outstanding);
   absl::Status TouchPendingIfDue();
   std::string PendingRecordFor(const LeafRecord& record) const;

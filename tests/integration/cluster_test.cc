@@ -267,5 +267,236 @@ TEST(ClusterTest, AuthWorksOnEveryNode) {
   EXPECT_EQ(listed.status().message().find("s3cret"), std::string::npos);
 }
 
+
+// --- ClusterClient routing (server/redis/cluster_client.h) ---
+
+// The port of the first seed in a "redis-cluster://host:port,..." URL.
+int FirstSeedPort(const std::string& url) {
+  std::string rest = url.substr(url.find("://") + 3);
+  rest = rest.substr(0, rest.find(','));
+  return std::stoi(rest.substr(rest.rfind(':') + 1));
+}
+
+// A key whose slot's master is (owned_by_port != 0) or is not (avoid_port)
+// the given one, per the harness' live view.
+std::string KeyOwnedBy(const RedisClusterProcess& cluster, const std::string& prefix,
+                       int owned_by_port, int avoid_port = 0) {
+  for (int i = 0;; ++i) {
+    std::string key = prefix + std::to_string(i);
+    const int owner = cluster.MasterOfSlot(KeySlot(key));
+    if (owned_by_port != 0 ? owner == owned_by_port : owner != avoid_port && owner != 0) {
+      return key;
+    }
+  }
+}
+
+absl::StatusOr<std::string> RedisGet(redis::RedisClient* client, const std::string& key) {
+  const std::string_view argv[] = {"GET", key};
+  auto reply = client->Call(key, argv);
+  if (!reply.ok()) return reply.status();
+  if (reply->is_error()) return absl::InternalError(std::string(reply->str()));
+  return std::string(reply->str());
+}
+
+absl::Status RedisSet(redis::RedisClient* client, const std::string& key,
+                      const std::string& value) {
+  const std::string_view argv[] = {"SET", key, value};
+  auto reply = client->Call(key, argv);
+  if (!reply.ok()) return reply.status();
+  if (reply->is_error()) return absl::InternalError(std::string(reply->str()));
+  return absl::OkStatus();
+}
+
+TEST(ClusterClientTest, FindsTheMapQuicklyWithTheFirstSeedKilled) {
+  RedisClusterProcess cluster;
+  ASSERT_TRUE(cluster.Start().ok());
+  auto warm = redis::MakeRedisClient(cluster.url(), "", redis::ConnectOptions{});
+  ASSERT_TRUE(warm.ok());
+  std::vector<std::string> keys;
+  for (int i = 0; i < 64; ++i) keys.push_back("seed-test-" + std::to_string(i));
+  for (const std::string& key : keys) ASSERT_TRUE(RedisSet(warm->get(), key, "before").ok());
+
+  const int seed_port = FirstSeedPort(cluster.url());
+  const std::string elsewhere = KeyOwnedBy(cluster, "elsewhere-", 0, seed_port);
+  cluster.KillNode(cluster.NodeIndexOfPort(seed_port));
+
+  // A new client (its first refresh meets the dead seed first) and the warm
+  // one (the node that answered last is dead): both serve the live masters'
+  // slots at once.
+  auto cold = redis::MakeRedisClient(cluster.url(), "", redis::ConnectOptions{});
+  ASSERT_TRUE(cold.ok());
+  for (redis::RedisClient* client : {cold->get(), warm->get()}) {
+    const auto start = Clock::now();
+    absl::Status set = RedisSet(client, elsewhere, "x");
+    EXPECT_TRUE(set.ok()) << set;
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+  }
+
+  // After the failover every slot works again, on both, within seconds.
+  ASSERT_TRUE(cluster.WaitForClusterOk(std::chrono::seconds(15)).ok());
+  for (redis::RedisClient* client : {cold->get(), warm->get()}) {
+    const auto start = Clock::now();
+    for (const std::string& key : keys) {
+      absl::Status set = RedisSet(client, key, "after");
+      ASSERT_TRUE(set.ok()) << key << ": " << set;
+      auto got = RedisGet(client, key);
+      ASSERT_TRUE(got.ok()) << key << ": " << got.status();
+      EXPECT_EQ(*got, "after");
+    }
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
+  }
+}
+
+TEST(ClusterClientTest, ConcurrentCallsDuringMoveSlotsHaveNoErrors) {
+  RedisClusterProcess cluster;
+  ASSERT_TRUE(cluster.Start().ok());
+  auto client = redis::MakeRedisClient(cluster.url(), "", redis::ConnectOptions{});
+  ASSERT_TRUE(client.ok());
+  redis::RedisClient* c = client->get();
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> ops{0};
+  std::vector<std::string> errors;
+  std::mutex errors_mu;
+  auto record = [&](const std::string& e) {
+    std::lock_guard<std::mutex> lock(errors_mu);
+    errors.push_back(e);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int n = 0; !stop; ++n) {
+        // One write and read back, alone...
+        const std::string key = "mv" + std::to_string(t) + ":" + std::to_string(n % 500);
+        const std::string value = std::to_string(n);
+        if (absl::Status s = RedisSet(c, key, value); !s.ok()) {
+          record("set " + key + ": " + s.ToString());
+        } else if (auto got = RedisGet(c, key); !got.ok()) {
+          record("get " + key + ": " + got.status().ToString());
+        } else if (*got != value) {
+          record("get " + key + " returned " + *got + ", not " + value);
+        }
+        ++ops;
+        // ...and 8 of each in one pipeline over every master.
+        auto pipe = c->NewPipeline(4);
+        if (!pipe.ok()) {
+          record("pipeline: " + pipe.status().ToString());
+          continue;
+        }
+        std::vector<std::string> pkeys;
+        for (int i = 0; i < 8; ++i) {
+          pkeys.push_back("mvp" + std::to_string(t) + ":" + std::to_string((n * 8 + i) % 700));
+        }
+        absl::Status s;
+        for (const std::string& k : pkeys) {
+          const std::string_view argv[] = {"SET", k, value};
+          if (s.ok()) s = (*pipe)->Send(k, argv);
+        }
+        for (const std::string& k : pkeys) {
+          const std::string_view argv[] = {"GET", k};
+          if (s.ok()) s = (*pipe)->Send(k, argv);
+        }
+        if (s.ok()) s = (*pipe)->Flush();
+        for (int i = 0; s.ok() && i < 16; ++i) {
+          auto reply = (*pipe)->Receive();
+          if (!reply.ok()) {
+            s = reply.status();
+          } else if (reply->is_error()) {
+            s = absl::InternalError(std::string(reply->str()));
+          } else if (i >= 8 && reply->str() != value) {
+            s = absl::InternalError("pipelined GET " + pkeys[i - 8] + " returned " +
+                                    std::string(reply->str()));
+          }
+        }
+        if (!s.ok()) record("pipeline: " + s.ToString());
+        ++ops;
+      }
+    });
+  }
+  std::vector<int> masters = cluster.MasterPorts();
+  ASSERT_EQ(masters.size(), 3u);
+  absl::Status moved = cluster.MoveSlots(2000, masters[0], masters[1]);
+  EXPECT_TRUE(moved.ok()) << moved;
+  moved = cluster.MoveSlots(2000, masters[1], masters[2]);
+  EXPECT_TRUE(moved.ok()) << moved;
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(errors.empty()) << errors.size() << " errors, first: " << errors.front();
+  EXPECT_GT(ops.load(), 100);
+  std::printf("8 threads during 2 reshards: %d operations, %zu errors\n", ops.load(),
+              errors.size());
+}
+
+TEST(ClusterClientTest, ReissuedPipelineWritesAreCoveredByWait) {
+  RedisClusterProcess cluster;
+  ASSERT_TRUE(cluster.Start().ok());
+  // Two clients whose maps go stale together.
+  auto plain = redis::MakeRedisClient(cluster.url(), "", redis::ConnectOptions{});
+  auto waiting = redis::MakeRedisClient(cluster.url(), "", redis::ConnectOptions{});
+  ASSERT_TRUE(plain.ok() && waiting.ok());
+  ASSERT_TRUE(RedisSet(plain->get(), "warm", "1").ok());
+  ASSERT_TRUE(RedisSet(waiting->get(), "warm", "1").ok());
+
+  std::vector<int> masters = cluster.MasterPorts();
+  std::vector<int> before = cluster.SlotMap();
+  ASSERT_TRUE(cluster.MoveSlots(200, masters[0], masters[1]).ok());
+  std::vector<int> after = cluster.SlotMap();
+  std::vector<std::string> moved_keys;  // keys the stale maps send to the old owner
+  for (int i = 0; moved_keys.size() < 2; ++i) {
+    std::string key = "reissue-" + std::to_string(i);
+    const int slot = KeySlot(key);
+    if (before[slot] == masters[0] && after[slot] == masters[1]) moved_keys.push_back(key);
+  }
+
+  auto write = [](redis::RedisClient* client, const std::string& key, bool set_reissue,
+                  absl::Status* wait) -> absl::Status {
+    auto pipe = client->NewPipeline(8);
+    if (!pipe.ok()) return pipe.status();
+    if (set_reissue) (*pipe)->set_reissue_replicas(1, std::chrono::milliseconds(2000));
+    const std::string_view argv[] = {"SET", key, "v"};
+    if (auto s = (*pipe)->Send(key, argv); !s.ok()) return s;
+    auto reply = (*pipe)->Receive();  // MOVED, re-issued on the new owner
+    if (!reply.ok()) return reply.status();
+    if (reply->is_error()) return absl::InternalError(std::string(reply->str()));
+    *wait = (*pipe)->WaitReplicas(1, std::chrono::milliseconds(2000));
+    return absl::OkStatus();
+  };
+  // Without set_reissue_replicas the pipeline cannot vouch for the write.
+  absl::Status wait;
+  ASSERT_TRUE(write(plain->get(), moved_keys[0], false, &wait).ok());
+  EXPECT_TRUE(absl::IsUnavailable(wait)) << wait;
+  // With it, the re-issued write was waited for.
+  ASSERT_TRUE(write(waiting->get(), moved_keys[1], true, &wait).ok());
+  EXPECT_TRUE(wait.ok()) << wait;
+  std::vector<int> replicas = cluster.ReplicaPortsOf(masters[1]);
+  ASSERT_FALSE(replicas.empty());
+  EXPECT_EQ(cluster.KeysOnNode(cluster.NodeIndexOfPort(replicas[0]), moved_keys[1]),
+            std::vector<std::string>{moved_keys[1]});
+}
+
+TEST(ClusterClientTest, NoscriptIsLoadedWhereItCameFromEvenWithAMasterDown) {
+  RedisClusterProcess cluster;
+  ASSERT_TRUE(cluster.Start().ok());
+  auto client = redis::MakeRedisClient(cluster.url(), "", redis::ConnectOptions{});
+  ASSERT_TRUE(client.ok());
+  const redis::Script script("echo", "return ARGV[1]");
+  std::vector<int> masters = cluster.MasterPorts();
+  const std::string key = KeyOwnedBy(cluster, "script-", masters[1]);
+  const std::string_view keys[] = {key};
+  const std::string_view args[] = {"hello"};
+  auto first = (*client)->Eval(script, keys, args);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->str(), "hello");
+
+  // Another master dies (its slots still map to it) and the script cache of
+  // the key's master is flushed: the script is loaded there and runs.
+  cluster.KillNode(cluster.NodeIndexOfPort(masters[0]));
+  cluster.CommandOnNode(cluster.NodeIndexOfPort(masters[1]), {"SCRIPT", "FLUSH"});
+  auto again = (*client)->Eval(script, keys, args);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->is_error()) << again->str();
+  EXPECT_EQ(again->str(), "hello");
+}
+
 }  // namespace
 }  // namespace tdstore::store

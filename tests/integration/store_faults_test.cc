@@ -14,6 +14,7 @@
 #include "server/store/dict_store.h"
 #include "server/store/leaf_reader.h"
 #include "server/store/leaf_writer.h"
+#include "server/store/lua_scripts.h"
 #include "server/store/sweeper.h"
 #include "tests/support/redis_server.h"
 
@@ -61,12 +62,23 @@ class StoreFaultsTest : public ::testing::Test {
 RedisServerProcess* StoreFaultsTest::redis_ = nullptr;
 
 TEST_F(StoreFaultsTest, CommitWhoseReplyIsLostKeepsTheCommittedLeaf) {
+  // As tdstored does at start: the commit script must be known to Redis, or
+  // the stalled EVALSHA would only answer NOSCRIPT.
+  ASSERT_TRUE(PreloadScripts(*client_).ok());
   ASSERT_TRUE(store_->CreateDict("d", {64}, 16, 1000).ok());
+  // Idle pooled connections, so the commit goes out at once on one of them
+  // instead of waiting to connect.
+  {
+    std::vector<std::thread> warm;
+    for (int i = 0; i < 4; ++i) warm.emplace_back([&] { (void)store_->LoadDict("d"); });
+    for (std::thread& t : warm) t.join();
+  }
   auto txn = WriteTxn::Begin(store_.get(), "d");
   ASSERT_TRUE(txn.ok());
   const std::string bytes(64 * 8, 'x');
   ASSERT_TRUE((*txn)->BeginLeaf({"obs"}, DType::kFloat64, {64}, bytes.size()).ok());
   ASSERT_TRUE((*txn)->Append(bytes).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the data is in
   std::thread stall = Stall(1000);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // The commit script runs after the stall, but its reply comes too late.
@@ -75,12 +87,23 @@ TEST_F(StoreFaultsTest, CommitWhoseReplyIsLostKeepsTheCommittedLeaf) {
   EXPECT_EQ(commit.code(), absl::StatusCode::kUnavailable) << commit;
   EXPECT_NE(commit.message().find("outcome is unknown"), std::string::npos) << commit;
   txn->reset();
-  // The commit did run: the leaf is visible and whole.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The commit ran: the leaf is visible and whole (before the fix, the
+  // writer deleted the blocks of the leaf it had just made visible).
   auto schema = store_->LoadDict("d");
   ASSERT_TRUE(schema.ok());
   const Leaf* leaf = schema->Find({"obs"});
-  ASSERT_NE(leaf, nullptr);
+  ASSERT_NE(leaf, nullptr) << "the commit did not run";
   std::string back;
+  ASSERT_TRUE(ReadLeaf(*store_, *schema, *leaf, [&](std::string_view b) {
+                back.append(b);
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(back, bytes);
+  // And no sweep can take it away: its pending entry is gone.
+  Sweeper sweeper(store_.get());
+  ASSERT_TRUE(sweeper.SweepOnce(std::numeric_limits<int64_t>::max()).ok());
+  back.clear();
   ASSERT_TRUE(ReadLeaf(*store_, *schema, *leaf, [&](std::string_view b) {
                 back.append(b);
                 return absl::OkStatus();
