@@ -148,6 +148,15 @@ absl::Status WriteTxn::Append(std::string_view data) {
       cur.written, size, store_->options().window_bytes, [&](const Segment& seg) {
         if (!status.ok()) return;
         const std::string key = store_->keys().BlockPart(id, seg.block, gen, seg.part);
+        if (seg.offset_in_part == 0 && seg.length < cur.layout.part_size(seg.block, seg.part)) {
+          // Size the whole part once, before its first window: growing a
+          // Redis string window by window reallocates (and copies) it again
+          // and again, quadratic in the part size.
+          const std::string last = StrCat(cur.layout.part_size(seg.block, seg.part) - 1);
+          static const std::string_view kZero("\0", 1);
+          status = pipe_->Send(key, {"SETRANGE", key, last, kZero});
+          if (!status.ok()) return;
+        }
         const std::string offset = StrCat(seg.offset_in_part);
         std::string_view bytes =
             data.substr(static_cast<size_t>(seg.leaf_offset - cur.written),
