@@ -107,8 +107,11 @@ absl::StatusOr<DictSchema> DictStore::LoadDict(std::string_view name) const {
   auto id = LookupId(name);
   if (!id.ok()) return id.status();
   auto schema = LoadDictById(*id);
-  // The catalog named it but its meta is gone: deleted in between.
-  if (absl::IsNotFound(schema.status())) return NotFoundDict(name);
+  // The catalog named it but its meta is gone or being deleted: deleted in
+  // between.
+  if (absl::IsNotFound(schema.status()) || (schema.ok() && schema->meta.deleting)) {
+    return NotFoundDict(name);
+  }
   if (schema.ok()) schema->meta.name = std::string(name);
   return schema;
 }

@@ -111,7 +111,9 @@ absl::StatusOr<DictSchema> ParseSchema(std::string id,
     const std::string& f = meta_fields[i];
     const std::string& v = meta_fields[i + 1];
     seen.insert(f);
-    if (f == kMetaName) {
+    if (f == kMetaDeleting) {
+      schema.meta.deleting = true;
+    } else if (f == kMetaName) {
       schema.meta.name = v;
     } else if (f == kMetaBatchShape) {
       auto shape = ShapeFromCsv(v);

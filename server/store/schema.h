@@ -29,6 +29,8 @@ struct DictMeta {
   int64_t rows_per_block = 0;
   int64_t part_bytes = 0;
   int64_t version = 0;
+  // Set while the dict is being deleted (writers refuse it).
+  bool deleting = false;
 };
 
 // One stored leaf: its path and its current record.
@@ -74,6 +76,7 @@ inline constexpr char kMetaRowsPerBlock[] = "rows_per_block";
 inline constexpr char kMetaPartBytes[] = "part_bytes";
 inline constexpr char kMetaVersion[] = "version";
 inline constexpr char kMetaNextGen[] = "next_gen";
+inline constexpr char kMetaDeleting[] = "deleting";
 
 // Builds a schema from the flattened field/value lists of HGETALL meta and
 // HGETALL leaves. DATA_LOSS if a record is malformed; NOT_FOUND if meta is
