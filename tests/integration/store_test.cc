@@ -411,14 +411,19 @@ TEST_F(StoreTest, WriteReplicasWaitsForReplicaAcknowledgement) {
   options.write_replicas = 1;
   options.write_replicas_timeout = std::chrono::milliseconds(200);
   DictStore durable(client_.get(), options);
+  // The same, patient enough for a replica that has just finished syncing.
+  StoreOptions patient_options = options;
+  patient_options.write_replicas_timeout = std::chrono::milliseconds(5000);
+  DictStore patient(client_.get(), patient_options);
   ASSERT_TRUE(durable.CreateDict("d", {4}, 2, 100).ok());
-  auto write = [&](const std::string& bytes) {
-    auto txn = WriteTxn::Begin(&durable, "d");
+  auto write_with = [&](DictStore* store, const std::string& bytes) {
+    auto txn = WriteTxn::Begin(store, "d");
     if (!txn.ok()) return txn.status();
     if (auto s = (*txn)->BeginLeaf({"x"}, DType::kUInt8, {4}, 4); !s.ok()) return s;
     if (auto s = (*txn)->Append(bytes); !s.ok()) return s;
     return (*txn)->Commit().status();
   };
+  auto write = [&](const std::string& bytes) { return write_with(&durable, bytes); };
   if (redis_->cluster() != nullptr) {
     // The test cluster has one replica per master: one confirms, two cannot.
     ASSERT_TRUE(write("efgh").ok());
@@ -437,20 +442,23 @@ TEST_F(StoreTest, WriteReplicasWaitsForReplicaAcknowledgement) {
   EXPECT_EQ(unconfirmed.code(), absl::StatusCode::kUnavailable) << unconfirmed;
   EXPECT_NE(unconfirmed.message().find("replica"), std::string::npos) << unconfirmed;
 
-  // A real replica of the test's Redis: now WAIT is satisfied.
+  // A real replica of the test's Redis: now WAIT is satisfied. (Start the
+  // sync at once rather than after the default 5 s diskless-sync delay.)
+  redis_->Command({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});
   ::tdstore::testing::RedisServerProcess replica(::tdstore::testing::RedisServerOptions{
       "/usr/bin/redis-server", "", "", "", {"--replicaof", "127.0.0.1",
                                             std::to_string(redis_->standalone()->port())}});
   ASSERT_TRUE(replica.Start().ok());
-  for (int i = 0; i < 100; ++i) {
+  bool online = false;
+  for (int i = 0; i < 300 && !online; ++i) {
     std::string info = redis_->Command({"INFO", "replication"}).at(0);
-    if (info.find("connected_slaves:1") != std::string::npos &&
-        info.find("state=online") != std::string::npos) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    online = info.find("connected_slaves:1") != std::string::npos &&
+             info.find("state=online") != std::string::npos;
+    if (!online) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_TRUE(write("efgh").ok());
+  ASSERT_TRUE(online) << "the replica did not come online within 15 s";
+  absl::Status confirmed = write_with(&patient, "efgh");
+  ASSERT_TRUE(confirmed.ok()) << confirmed;
   EXPECT_EQ(*Read("d", {"x"}), "efgh");
   replica.Stop();
 }
