@@ -73,20 +73,25 @@ TEST_F(StoreFaultsTest, CommitWhoseReplyIsLostKeepsTheCommittedLeaf) {
     for (int i = 0; i < 4; ++i) warm.emplace_back([&] { (void)store_->LoadDict("d"); });
     for (std::thread& t : warm) t.join();
   }
-  auto txn = WriteTxn::Begin(store_.get(), "d");
-  ASSERT_TRUE(txn.ok());
   const std::string bytes(64 * 8, 'x');
-  ASSERT_TRUE((*txn)->BeginLeaf({"obs"}, DType::kFloat64, {64}, bytes.size()).ok());
-  ASSERT_TRUE((*txn)->Append(bytes).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the data is in
-  std::thread stall = Stall(1000);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  // The commit script runs after the stall, but its reply comes too late.
-  absl::Status commit = (*txn)->Commit().status();
-  stall.join();
+  // The stall must be in force when the commit goes out; on a loaded
+  // machine the stalling thread may be late, so try with growing lead times.
+  absl::Status commit;
+  for (int lead_ms : {100, 300, 700}) {
+    auto txn = WriteTxn::Begin(store_.get(), "d");
+    ASSERT_TRUE(txn.ok());
+    ASSERT_TRUE((*txn)->BeginLeaf({"obs"}, DType::kFloat64, {64}, bytes.size()).ok());
+    ASSERT_TRUE((*txn)->Append(bytes).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the data is in
+    std::thread stall = Stall(lead_ms + 900);
+    std::this_thread::sleep_for(std::chrono::milliseconds(lead_ms));
+    // The commit script runs after the stall, but its reply comes too late.
+    commit = (*txn)->Commit().status();
+    stall.join();
+    if (!commit.ok()) break;
+  }
   EXPECT_EQ(commit.code(), absl::StatusCode::kUnavailable) << commit;
   EXPECT_NE(commit.message().find("outcome is unknown"), std::string::npos) << commit;
-  txn->reset();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // The commit ran: the leaf is visible and whole (before the fix, the
   // writer deleted the blocks of the leaf it had just made visible).
