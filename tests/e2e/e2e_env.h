@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "tests/e2e/daemon_process.h"
+#include "tests/support/daemon_process.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_redis.h"
 

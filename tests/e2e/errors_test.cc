@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "tdstore/client.h"
-#include "tests/e2e/daemon_process.h"
+#include "tests/support/daemon_process.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/tensor_testing.h"
 

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "tdstore/client.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
-#include "tests/e2e/daemon_process.h"
+#include "tests/support/daemon_process.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/tensor_testing.h"
 

@@ -1,4 +1,4 @@
-#include "tests/e2e/daemon_process.h"
+#include "tests/support/daemon_process.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +42,7 @@ std::vector<std::string> ReadLines(const std::string& path) {
 }  // namespace
 
 DaemonProcess::DaemonProcess(std::string binary) : binary_(std::move(binary)) {
-  std::string pattern = (std::filesystem::temp_directory_path() / "tdstored-e2e-XXXXXX").string();
+  std::string pattern = (std::filesystem::temp_directory_path() / "tdstored-test-XXXXXX").string();
   if (mkdtemp(pattern.data()) != nullptr) dir_ = pattern;
 }
 

@@ -1,4 +1,4 @@
-// Test harness: a real tdstored child process.
+// Test harness: a real tdstored child process (e2e tests, tdstore-bench).
 //
 //   DaemonProcess daemon;
 //   ASSERT_TRUE(daemon.Start({"--redis", redis.url(), "--namespace", "t"}).ok());
@@ -11,8 +11,8 @@
 // stdout and stderr go to <dir>/tdstored.log; it dies with the thread that
 // started it (PR_SET_PDEATHSIG), so drive it from the test's main thread.
 // The destructor stops it and removes its directory.
-#ifndef TDSTORE_TESTS_E2E_DAEMON_PROCESS_H_
-#define TDSTORE_TESTS_E2E_DAEMON_PROCESS_H_
+#ifndef TDSTORE_TESTS_SUPPORT_DAEMON_PROCESS_H_
+#define TDSTORE_TESTS_SUPPORT_DAEMON_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -39,6 +39,8 @@ class DaemonProcess {
   // exit status (128 + signal if a signal ended it; -1 if none was running).
   int Stop();
   bool running() const { return pid_ > 0; }
+  // The child's process id (-1 when not running), e.g. to read /proc/<pid>.
+  pid_t pid() const { return pid_; }
 
   // First line of the ready file: the TCP address, "127.0.0.1:PORT".
   const std::string& address() const { return address_; }
@@ -59,4 +61,4 @@ class DaemonProcess {
 
 }  // namespace tdstore::testing
 
-#endif  // TDSTORE_TESTS_E2E_DAEMON_PROCESS_H_
+#endif  // TDSTORE_TESTS_SUPPORT_DAEMON_PROCESS_H_
