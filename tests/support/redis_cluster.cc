@@ -5,12 +5,8 @@
 #include "tests/support/redis_cluster.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <hiredis/hiredis.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +20,8 @@
 #include <thread>
 
 #include "common/cluster_slot.h"
+#include "tests/support/child_process.h"
+#include "tests/support/raw_redis.h"
 #include "tests/support/redis_server.h"
 
 namespace tdstore::testing {
@@ -47,72 +45,13 @@ std::string ReadTail(const std::string& path, size_t max_lines) {
   return tail;
 }
 
-// Reaps `pid` if it has exited; *status gets its wait status.
-bool Reaped(pid_t pid, int* status = nullptr) {
-  int st = 0;
-  pid_t r;
-  do {
-    r = waitpid(pid, &st, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  if (r == pid && status != nullptr) *status = st;
-  return r == pid || (r < 0 && errno == ECHILD);
-}
-
-void ReapBlocking(pid_t pid) {
-  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
-}
-
-// Forks and execs `args` with stdin from /dev/null and stdout/stderr
-// appended to `log`. The child is SIGKILLed when the test process dies.
+// SpawnChild (stdout/stderr appended to `log`), after checking that
+// args[0] is executable.
 absl::Status Spawn(std::vector<std::string> args, const std::string& log, pid_t* pid_out) {
   if (access(args[0].c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(args[0] + " is not executable: " + strerror(errno));
   }
-  // Everything the child needs is built before fork (no allocation after).
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const char* log_path = log.c_str();
-
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(std::string("fork: ") + strerror(errno));
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    const int in = open("/dev/null", O_RDONLY);
-    if (in >= 0) dup2(in, STDIN_FILENO);
-    const int out = open(log_path, O_WRONLY | O_APPEND | O_CREAT, 0644);
-    if (out >= 0) {
-      dup2(out, STDOUT_FILENO);
-      dup2(out, STDERR_FILENO);
-    }
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  *pid_out = pid;
-  return absl::OkStatus();
-}
-
-// SIGTERM to all, SIGKILL to those alive after `grace`; reaps all.
-void TerminateAll(const std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
-  for (pid_t pid : pids) kill(pid, SIGTERM);
-  const auto deadline = Clock::now() + grace;
-  std::vector<pid_t> left = pids;
-  while (!left.empty()) {
-    left.erase(std::remove_if(left.begin(), left.end(), [](pid_t p) { return Reaped(p); }),
-               left.end());
-    if (left.empty()) break;
-    if (Clock::now() >= deadline) {
-      for (pid_t pid : left) {
-        kill(pid, SIGKILL);
-        ReapBlocking(pid);
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  return SpawnChild(std::move(args), log, ChildLog::kAppend, pid_out);
 }
 
 std::string PercentEncode(const std::string& s) {
@@ -133,88 +72,18 @@ std::string PercentEncode(const std::string& s) {
 // ---------------------------------------------------------------------------
 // hiredis.
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
-
-struct Credentials {
-  std::string user;  // empty: the default user
-  std::string password;
-};
-
-ReplyPtr Run(redisContext* c, const std::vector<std::string>& argv) {
-  std::vector<const char*> ptrs;
-  std::vector<size_t> lens;
-  for (const std::string& a : argv) {
-    ptrs.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  return ReplyPtr(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(argv.size()), ptrs.data(), lens.data())));
-}
-
-ContextPtr Connect(int port, const Credentials& creds, std::string* error) {
-  ContextPtr c(redisConnectWithTimeout("127.0.0.1", port, timeval{2, 0}));
-  if (c == nullptr) {
-    *error = "(transport error) out of memory";
-    return nullptr;
-  }
-  if (c->err != 0) {
-    *error = "(transport error) 127.0.0.1:" + std::to_string(port) + ": " + c->errstr;
-    return nullptr;
-  }
-  redisSetTimeout(c.get(), timeval{30, 0});
-  if (!creds.password.empty()) {
-    ReplyPtr auth = creds.user.empty() ? Run(c.get(), {"AUTH", creds.password})
-                                       : Run(c.get(), {"AUTH", creds.user, creds.password});
-    if (auth == nullptr) {
-      *error = std::string("(transport error) ") + c->errstr;
-      return nullptr;
-    }
-    if (auth->type == REDIS_REPLY_ERROR) {
-      *error = "(error) AUTH: " + std::string(auth->str, auth->len);
-      return nullptr;
-    }
-  }
-  return c;
-}
-
-void Flatten(const redisReply* r, std::vector<std::string>* out) {
-  switch (r->type) {
-    case REDIS_REPLY_ARRAY:
-      for (size_t i = 0; i < r->elements; ++i) Flatten(r->element[i], out);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out->push_back(std::to_string(r->integer));
-      break;
-    case REDIS_REPLY_NIL:
-      out->push_back("(nil)");
-      break;
-    case REDIS_REPLY_ERROR:
-      out->push_back("(error) " + std::string(r->str, r->len));
-      break;
-    default:  // string, status
-      out->push_back(std::string(r->str, r->len));
-  }
-}
+using raw_redis::Connect;
+using raw_redis::ContextPtr;
+using raw_redis::Credentials;
+using raw_redis::Flatten;
+using raw_redis::ReplyPtr;
+using raw_redis::Run;
 
 // One command on one port; the reply flattened, errors as "(error) ..." or
 // "(transport error) ...".
 std::vector<std::string> RunOn(int port, const Credentials& creds,
                                const std::vector<std::string>& argv) {
-  std::string error;
-  ContextPtr c = Connect(port, creds, &error);
-  if (c == nullptr) return {error};
-  ReplyPtr reply = Run(c.get(), argv);
-  if (reply == nullptr) return {std::string("(transport error) ") + c->errstr};
-  std::vector<std::string> out;
-  Flatten(reply.get(), &out);
-  return out;
+  return raw_redis::Command(port, creds, argv);
 }
 
 bool IsError(const std::vector<std::string>& reply) {
@@ -508,7 +377,7 @@ absl::Status RedisClusterProcess::LaunchNodes(const std::vector<int>& which, boo
       for (auto it = waiting.begin(); it != waiting.end();) {
         Node& node = nodes_[*it];
         const std::string log = node.dir + "/redis.log";
-        if (Reaped(node.pid)) {
+        if (TryReapChild(node.pid)) {
           SetPid(*it, -1);
           const std::string tail = ReadTail(log, 15);
           if (tail.find("in use") != std::string::npos) retry.push_back(*it);
@@ -528,8 +397,7 @@ absl::Status RedisClusterProcess::LaunchNodes(const std::vector<int>& which, boo
       if (waiting.empty()) break;
       if (Clock::now() >= deadline) {
         for (int i : waiting) {
-          kill(nodes_[i].pid, SIGKILL);
-          ReapBlocking(nodes_[i].pid);
+          KillChild(nodes_[i].pid);
           SetPid(i, -1);
           failures += "\n  node " + std::to_string(i) + " (port " + std::to_string(nodes_[i].port) +
                       ") did not answer in 10 s; log:" + ReadTail(nodes_[i].dir + "/redis.log", 15);
@@ -554,7 +422,7 @@ void RedisClusterProcess::Stop() {
   for (const Node& node : nodes_) {
     if (node.pid > 0) pids.push_back(node.pid);
   }
-  TerminateAll(pids, std::chrono::seconds(5));
+  StopChildren(pids, std::chrono::seconds(5));
   for (int i = 0; i < node_count(); ++i) {
     SetPid(i, -1);
     nodes_[i].dir.clear();
@@ -571,8 +439,7 @@ void RedisClusterProcess::Stop() {
 void RedisClusterProcess::KillNode(int i) {
   const pid_t pid = nodes_.at(i).pid;
   if (pid <= 0) return;
-  kill(pid, SIGKILL);
-  ReapBlocking(pid);  // immediate after SIGKILL; no zombie
+  KillChild(pid);  // immediate after SIGKILL; no zombie
   SetPid(i, -1);
 }
 
@@ -597,10 +464,9 @@ absl::Status RedisClusterProcess::RunCli(std::vector<std::string> args,
   if (!spawned.ok()) return spawned;
   const auto deadline = Clock::now() + timeout;
   int status = 0;
-  while (!Reaped(pid, &status)) {
+  while (!TryReapChild(pid, &status)) {
     if (Clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      ReapBlocking(pid);
+      KillChild(pid);
       return absl::DeadlineExceededError(what + " did not finish in " +
                                          std::to_string(timeout.count()) + " s; output:" +
                                          ReadTail(log, 30) + "\n  logs:" + LogTails(10));

@@ -5,15 +5,10 @@
 #include "tests/support/redis_server.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <hiredis/hiredis.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +16,9 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include "tests/support/child_process.h"
+#include "tests/support/raw_redis.h"
 
 namespace tdstore::testing {
 namespace {
@@ -38,20 +36,6 @@ std::string LogTail(const std::string& path) {
   return tail;
 }
 
-// Reaps the child if it has exited.
-bool Exited(pid_t pid) {
-  pid_t r;
-  do {
-    r = waitpid(pid, nullptr, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  return r == pid || (r < 0 && errno == ECHILD);
-}
-
-void WaitBlocking(pid_t pid) {
-  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-  }
-}
-
 std::string PercentEncode(const std::string& s) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
@@ -67,70 +51,12 @@ std::string PercentEncode(const std::string& s) {
   return out;
 }
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+using raw_redis::ContextPtr;
+using raw_redis::ReplyPtr;
 
-ReplyPtr Run(redisContext* c, const std::vector<std::string>& argv) {
-  std::vector<const char*> ptrs;
-  std::vector<size_t> lens;
-  for (const std::string& a : argv) {
-    ptrs.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  return ReplyPtr(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(argv.size()), ptrs.data(), lens.data())));
-}
-
-// A connection to the server on `port`, authenticated as the default user
-// when it has a password. Null with *error set on failure.
-ContextPtr Connect(int port, const RedisServerOptions& options, std::string* error) {
-  ContextPtr c(redisConnectWithTimeout("127.0.0.1", port, timeval{2, 0}));
-  if (c == nullptr) {
-    *error = "(transport error) out of memory";
-    return nullptr;
-  }
-  if (c->err != 0) {
-    *error = std::string("(transport error) ") + c->errstr;
-    return nullptr;
-  }
-  redisSetTimeout(c.get(), timeval{30, 0});
-  if (!options.password.empty()) {
-    ReplyPtr auth = Run(c.get(), {"AUTH", options.password});
-    if (auth == nullptr) {
-      *error = std::string("(transport error) ") + c->errstr;
-      return nullptr;
-    }
-    if (auth->type == REDIS_REPLY_ERROR) {
-      *error = "(error) AUTH: " + std::string(auth->str, auth->len);
-      return nullptr;
-    }
-  }
-  return c;
-}
-
-void Flatten(const redisReply* r, std::vector<std::string>* out) {
-  switch (r->type) {
-    case REDIS_REPLY_ARRAY:
-      for (size_t i = 0; i < r->elements; ++i) Flatten(r->element[i], out);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out->push_back(std::to_string(r->integer));
-      break;
-    case REDIS_REPLY_NIL:
-      out->push_back("(nil)");
-      break;
-    case REDIS_REPLY_ERROR:
-      out->push_back("(error) " + std::string(r->str, r->len));
-      break;
-    default:  // string, status
-      out->push_back(std::string(r->str, r->len));
-  }
+// The server's default user (Connect() here never AUTHs as acl_user).
+raw_redis::Credentials CredentialsOf(const RedisServerOptions& options) {
+  return {"", options.password};
 }
 
 // Starts redis-server on `port` and waits until it answers. *pid is set on
@@ -157,37 +83,21 @@ absl::Status Launch(const RedisServerOptions& options, int port, const std::stri
                              "&*", "+@all"});
   }
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(std::string("fork: ") + strerror(errno));
-  if (pid == 0) {
-    // Dies with the test (even when the test crashes). Async-signal-safe only.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    const int fd = open(log.c_str(), O_WRONLY | O_APPEND);
-    if (fd >= 0) {
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-    }
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  pid_t pid = -1;
+  absl::Status spawned = SpawnChild(std::move(args), log, ChildLog::kAppend, &pid);
+  if (!spawned.ok()) return spawned;
 
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (Clock::now() < deadline) {
-    if (Exited(pid)) {
+    if (TryReapChild(pid)) {
       return absl::InternalError(options.binary + " exited during start-up; log:" + LogTail(log));
     }
     // Rather than PING, check that the server answering is *ours*: if
     // another process won the race for the port, our child is about to exit
     // with "Address already in use" while theirs answers.
     std::string error;
-    if (ContextPtr c = Connect(port, options, &error)) {
-      ReplyPtr info = Run(c.get(), {"INFO", "server"});
+    if (ContextPtr c = raw_redis::Connect(port, CredentialsOf(options), &error)) {
+      ReplyPtr info = raw_redis::Run(c.get(), {"INFO", "server"});
       if (info != nullptr && info->type == REDIS_REPLY_STRING &&
           std::string(info->str, info->len).find("process_id:" + std::to_string(pid) + "\r\n") !=
               std::string::npos) {
@@ -197,8 +107,7 @@ absl::Status Launch(const RedisServerOptions& options, int port, const std::stri
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  kill(pid, SIGKILL);
-  WaitBlocking(pid);
+  KillChild(pid);
   return absl::InternalError("redis-server did not answer PING in 10 s; log:" + LogTail(log));
 }
 
@@ -262,23 +171,13 @@ absl::Status RedisServerProcess::Start() {
 
 void RedisServerProcess::Stop() {
   if (pid_ <= 0) return;
-  kill(pid_, SIGTERM);
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  while (!Exited(pid_)) {
-    if (Clock::now() >= deadline) {
-      kill(pid_, SIGKILL);
-      WaitBlocking(pid_);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  StopChild(pid_, std::chrono::seconds(5));
   pid_ = -1;
 }
 
 void RedisServerProcess::Kill() {
   if (pid_ <= 0) return;
-  kill(pid_, SIGKILL);
-  WaitBlocking(pid_);  // immediate after SIGKILL; avoids a zombie
+  KillChild(pid_);  // immediate after SIGKILL; avoids a zombie
   pid_ = -1;
 }
 
@@ -293,14 +192,7 @@ std::string RedisServerProcess::url() const {
 }
 
 std::vector<std::string> RedisServerProcess::Command(const std::vector<std::string>& argv) const {
-  std::string error;
-  ContextPtr c = Connect(port_, options_, &error);
-  if (c == nullptr) return {error};
-  ReplyPtr reply = Run(c.get(), argv);
-  if (reply == nullptr) return {std::string("(transport error) ") + c->errstr};
-  std::vector<std::string> out;
-  Flatten(reply.get(), &out);
-  return out;
+  return raw_redis::Command(port_, CredentialsOf(options_), argv);
 }
 
 std::vector<std::string> RedisServerProcess::Keys(const std::string& pattern) const {
