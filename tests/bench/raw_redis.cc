@@ -216,6 +216,28 @@ absl::StatusOr<RawReply> RawRedis::KeyCommand(std::string_view key,
   return Command(NodeFor(key), args);
 }
 
+absl::Status RawRedis::CommandOnEveryNode(const std::vector<std::string>& argv) {
+  for (int i = 0; i < node_count(); ++i) {
+    auto reply = Command(i, argv);
+    if (!reply.ok()) return reply.status();
+    if ((*reply)->type == REDIS_REPLY_ERROR) {
+      return absl::InternalError(argv[0] + ": " + std::string(ReplyText(reply->get())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> RawRedis::LazyfreePending() {
+  int64_t pending = 0;
+  for (int i = 0; i < node_count(); ++i) {
+    auto reply = Command(i, {"INFO", "memory"});
+    if (!reply.ok()) return reply.status();
+    if ((*reply)->type != REDIS_REPLY_STRING) return absl::InternalError("INFO memory: unexpected reply");
+    pending += InfoNumber(ReplyText(reply->get()), "lazyfree_pending_objects");
+  }
+  return pending;
+}
+
 absl::StatusOr<std::string> RawRedis::LoadScript(const std::string& body) {
   std::string sha;
   for (int i = 0; i < node_count(); ++i) {

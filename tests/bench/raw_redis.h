@@ -90,6 +90,13 @@ class RawRedis {
   // One command on the node serving `key`.
   absl::StatusOr<RawReply> KeyCommand(std::string_view key, const std::vector<std::string>& argv);
 
+  // A command on every master; OK unless one fails or answers an error.
+  absl::Status CommandOnEveryNode(const std::vector<std::string>& argv);
+
+  // Objects Redis is still freeing in its background thread (UNLINK, lazy
+  // free), summed over the masters: INFO memory lazyfree_pending_objects.
+  absl::StatusOr<int64_t> LazyfreePending();
+
   // SCRIPT LOAD on every master; the script's SHA1.
   absl::StatusOr<std::string> LoadScript(const std::string& body);
 
