@@ -1,11 +1,12 @@
 // (b) Bulk: put and get one float32 leaf of 256 MiB and one of 2 GiB
 // (--quick: 16 MiB and 64 MiB), rows of 4 KiB ([rows, 1024]) in the daemon's
-// default block layout. Figures are the median GB/s (1e9 bytes/s) over the
-// repetitions; memory is the peak over them.
+// default block layout. Figures are the median GB/s (1e9 bytes/s) over 3
+// repetitions (--quick: 2); memory is the peak over them.
 //
-// Per repetition: tdstore put, raw put (into a fresh generation's keys,
-// deleted afterwards), tdstore get, raw get (of the keys tdstore wrote).
-// Both gets land in freshly allocated memory, as a new tensor does.
+// Per repetition: a put by each side (raw: into a fresh generation's keys,
+// deleted afterwards), then a get by each side (raw: of the keys tdstore
+// wrote), the side going first alternating. Both gets land in freshly
+// allocated memory, as a new tensor does.
 #include <ATen/ATen.h>
 
 #include <sys/mman.h>
