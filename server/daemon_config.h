@@ -1,11 +1,17 @@
-// tdstored's settings: parsed from flags, with TDSTORE_* environment
-// variables as defaults (a flag beats its variable).
+// tdstored's settings. Each has one name, settable three ways:
 //
-//   --listen 127.0.0.1:50051   TDSTORE_LISTEN
-//   --redis URL                TDSTORE_REDIS  ...
+//   flag          --listen 127.0.0.1:50051   (or --listen=127.0.0.1:50051)
+//   environment   TDSTORE_LISTEN=127.0.0.1:50051
+//   config file   listen = 127.0.0.1:50051   (file named by --config or
+//                                             TDSTORE_CONFIG)
 //
-// DaemonUsage() lists every setting with its default. Pure parsing: no I/O
-// except reading the password file named by --redis-password-file.
+// Precedence: a flag beats its environment variable, which beats the config
+// file, which beats the default. DaemonUsage() lists every setting with its
+// default. An invalid or unknown setting is an INVALID_ARGUMENT naming it
+// (and the file and line for the config file) so start-up stops there.
+//
+// Only I/O: reading the config file and the files some settings name
+// (--redis-password-file, TLS files, --tokens-file is read by main).
 #ifndef TDSTORE_SERVER_DAEMON_CONFIG_H_
 #define TDSTORE_SERVER_DAEMON_CONFIG_H_
 
@@ -14,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/service/service_limits.h"
 #include "server/store/store_options.h"
 
 namespace tdstore {
@@ -35,6 +42,22 @@ struct DaemonConfig {
   std::string ready_file;
   std::chrono::milliseconds shutdown_grace{10000};
   std::chrono::milliseconds sweep_interval{30000};
+  // The config file read, if any (for the start-up log line).
+  std::string config_file;
+  // "debug", "info", "warning" or "error".
+  std::string log_level = "info";
+  // Prometheus /metrics on this HOST:PORT; empty: no metrics endpoint.
+  std::string metrics_listen;
+  // TLS for the gRPC listeners (TCP and unix socket): PEM contents, read at
+  // parse time. Empty cert: plaintext. client_ca set: clients must present a
+  // certificate signed by it (mutual TLS).
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
+  std::string tls_client_ca_pem;
+  // Bearer tokens (server/service/access_control.h); empty: no tokens, every
+  // caller may do everything (fine on loopback or a 0660 unix socket).
+  std::string tokens_file;
+  service::ServiceLimits limits;
   store::StoreOptions store;
   bool help = false;
 };

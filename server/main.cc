@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/daemon_config.h"
+#include "server/health_monitor.h"
 #include "server/redis/embedded_redis.h"
 #include "server/redis/make_client.h"
 #include "server/service/tdstore_service.h"
@@ -102,30 +104,46 @@ int Run(int argc, char** argv) {
     return 2;
   }
   redis::RedisClient& redis_client = **redis_owner;
-  {
-    auto pong = redis_client.Call("", {"PING"});
-    if (!pong.ok()) {
-      // Start anyway: calls fail UNAVAILABLE until Redis answers.
-      Log("warning: Redis does not answer yet: " + pong.status().ToString());
-    } else if (pong->is_error()) {
-      Log("warning: Redis refused PING: " + std::string(pong->str()));
-    } else if (auto loaded = store::PreloadScripts(redis_client); !loaded.ok()) {
-      Log("warning: could not preload the Lua scripts: " + loaded.ToString());
+
+  service::ServiceOptions service_options;
+  service_options.limits = config->limits;
+  if (!config->tokens_file.empty()) {
+    std::ifstream in(config->tokens_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto access = service::AccessControl::Parse(text.str());
+    if (!in || !access.ok()) {
+      Log("--tokens-file " + config->tokens_file + ": " +
+          (in ? std::string(access.status().message()) : "cannot read"));
+      return 2;
     }
+    service_options.access = *std::move(access);
   }
 
   store::DictStore store(&redis_client, config->store);
   store::Sweeper sweeper(&store);
   sweeper.Start(config->sweep_interval);
-  service::TdStoreService service(&store, &redis_client);
+  service::TdStoreService service(&store, &redis_client, std::move(service_options));
 
   // --- gRPC ---------------------------------------------------------------
+  // TLS when a certificate is given; the unix socket gets the same
+  // credentials, so a token never crosses any listener in the clear.
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!config->tls_cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions tls(
+        config->tls_client_ca_pem.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_root_certs = config->tls_client_ca_pem;
+    tls.pem_key_cert_pairs.push_back({config->tls_key_pem, config->tls_cert_pem});
+    credentials = grpc::SslServerCredentials(tls);
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int tcp_port = 0;
   if (!config->listen.empty()) {
-    builder.AddListeningPort(config->listen, grpc::InsecureServerCredentials(), &tcp_port);
+    builder.AddListeningPort(config->listen, credentials, &tcp_port);
   }
   if (!config->unix_socket.empty()) {
     struct stat st;
@@ -133,11 +151,7 @@ int Run(int argc, char** argv) {
     if (lstat(config->unix_socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
       unlink(config->unix_socket.c_str());
     }
-    builder.AddListeningPort("unix:" + config->unix_socket, grpc::InsecureServerCredentials());
-  }
-  if (config->listen.empty() && config->unix_socket.empty()) {
-    Log("nothing to listen on: give --listen or --unix-socket");
-    return 2;
+    builder.AddListeningPort("unix:" + config->unix_socket, credentials);
   }
   // Data moves in chunks of <= 1 MiB; no message needs more than 4 MiB.
   builder.SetMaxReceiveMessageSize(4 << 20);
@@ -151,6 +165,14 @@ int Run(int argc, char** argv) {
   }
   if (!config->unix_socket.empty()) chmod(config->unix_socket.c_str(), 0660);
 
+  // Health: NOT_SERVING until Redis answers, and whenever it stops.
+  HealthMonitor health(&redis_client, server->GetHealthCheckService(),
+                       [](bool healthy, const std::string& reason) {
+                         Log(healthy ? "Redis is reachable: SERVING (" + reason + ")"
+                                     : "Redis is unreachable: NOT_SERVING (" + reason + ")");
+                       });
+  health.Start();
+
   std::string addresses;
   if (!config->listen.empty()) {
     std::string host = config->listen.substr(0, config->listen.rfind(':'));
@@ -159,7 +181,19 @@ int Run(int argc, char** argv) {
   if (!config->unix_socket.empty()) addresses += "unix://" + config->unix_socket + "\n";
   std::string shown = addresses.substr(0, addresses.size() - 1);
   std::replace(shown.begin(), shown.end(), '\n', ' ');
-  Log("serving on " + shown + " with " + redis_client.Describe());
+  Log("serving on " + shown + " with " + redis_client.Describe() +
+      (config->tls_cert_pem.empty() ? ", plaintext"
+                                    : config->tls_client_ca_pem.empty() ? ", TLS" : ", mutual TLS") +
+      (config->tokens_file.empty() ? ", no tokens" : ", bearer tokens required"));
+  if (!config->listen.empty()) {
+    const std::string host = config->listen.substr(0, config->listen.rfind(':'));
+    const bool loopback = host == "127.0.0.1" || host == "localhost" || host == "[::1]";
+    if (!loopback && (config->tls_cert_pem.empty() || config->tokens_file.empty())) {
+      Log("warning: listening on " + config->listen +
+          " beyond loopback without both TLS and tokens: anyone who can reach it can read "
+          "and write every dict");
+    }
+  }
   if (!config->ready_file.empty() && !WriteReadyFile(config->ready_file, addresses)) {
     Log("cannot write --ready-file " + config->ready_file);
   }
@@ -169,6 +203,7 @@ int Run(int argc, char** argv) {
   sigwait(&stop_signals, &sig);
   Log(std::string("got ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
       ", finishing in-flight calls");
+  health.Stop();
   server->Shutdown(std::chrono::system_clock::now() + config->shutdown_grace);
   server->Wait();
   sweeper.Stop();

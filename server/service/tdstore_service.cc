@@ -4,14 +4,48 @@
 
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
+#include "server/service/request_limits.h"
+#include "server/store/redis_errors.h"
 #include "server/store/indexed_access.h"
 #include "server/store/leaf_reader.h"
 #include "server/store/leaf_writer.h"
 
 namespace tdstore::service {
+namespace {
 
-grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext*, const v1::GetServerInfoRequest*,
+// Returns `status` as a gRPC status, telling the client (trailing metadata
+// `tdstore-applied: none`) that the failed call changed nothing and may be
+// retried as it is. Only for failures that are known not to have applied
+// anything: never for an outcome-unknown one.
+grpc::Status NothingApplied(grpc::ServerContext* ctx, const absl::Status& status) {
+  if (!status.ok() && !store::IsOutcomeUnknown(status)) {
+    ctx->AddTrailingMetadata("tdstore-applied", "none");
+  }
+  return ToGrpc(status);
+}
+
+}  // namespace
+
+TdStoreService::TdStoreService(store::DictStore* store, redis::RedisClient* redis,
+                               ServiceOptions options)
+    : store_(store),
+      redis_(redis),
+      limits_(options.limits),
+      access_(std::move(options.access)),
+      streams_(options.limits.max_concurrent_streams, options.limits.idle_stream_timeout) {}
+
+grpc::Status TdStoreService::Admit(const grpc::ServerContext& ctx, std::string_view name,
+                                   Access access) const {
+  auto grant = access_.Authenticate(ctx);
+  if (!grant.ok()) return ToGrpc(grant.status());
+  if (auto s = CheckDictName(limits_, name); !s.ok()) return ToGrpc(s);
+  return ToGrpc(AccessControl::Authorize(*grant, name, access));
+}
+
+grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
+                                           const v1::GetServerInfoRequest*,
                                            v1::ServerInfo* resp) {
+  if (auto who = access_.Authenticate(*ctx); !who.ok()) return ToGrpc(who.status());
   resp->set_version(TDSTORE_VERSION);
   resp->set_backend(redis_->Describe());
   auto pongs = redis_->CallOnEveryMaster({"PING"});
@@ -24,8 +58,10 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext*, const v1::GetSe
   return grpc::Status::OK;
 }
 
-grpc::Status TdStoreService::CreateDict(grpc::ServerContext*, const v1::CreateDictRequest* req,
-                                        v1::DictInfo* resp) {
+grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
+                                        const v1::CreateDictRequest* req, v1::DictInfo* resp) {
+  if (auto s = Admit(*ctx, req->name(), Access::kWrite); !s.ok()) return s;
+  if (auto s = CheckRequest(limits_, *req); !s.ok()) return ToGrpc(s);
   // Check the schema before creating anything: a rejected create writes
   // nothing.
   const Shape batch = ShapeFromProto(req->batch_shape());
@@ -53,11 +89,11 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext*, const v1::CreateDi
   }
   auto schema = store_->CreateDict(req->name(), batch, req->options().rows_per_block(),
                                    req->options().part_bytes());
-  if (!schema.ok()) return ToGrpc(schema.status());
+  if (!schema.ok()) return NothingApplied(ctx, schema.status());
   if (!leaves.empty()) {
     if (auto s = store::CreateZeroFilledLeaves(store_, req->name(), leaves); !s.ok()) {
       // Take the half-made dict back rather than leave it without its schema.
-      (void)store_->DeleteDict(req->name());
+      if (store_->DeleteDict(req->name()).ok()) return NothingApplied(ctx, s);
       return ToGrpc(s);
     }
     schema = store_->LoadDict(req->name());
@@ -67,29 +103,40 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext*, const v1::CreateDi
   return grpc::Status::OK;
 }
 
-grpc::Status TdStoreService::DescribeDict(grpc::ServerContext*,
+grpc::Status TdStoreService::DescribeDict(grpc::ServerContext* ctx,
                                           const v1::DescribeDictRequest* req, v1::DictInfo* resp) {
+  if (auto s = Admit(*ctx, req->name(), Access::kRead); !s.ok()) return s;
   auto schema = store_->LoadDict(req->name());
   if (!schema.ok()) return ToGrpc(schema.status());
   ToProto(*schema, resp);
   return grpc::Status::OK;
 }
 
-grpc::Status TdStoreService::ListDicts(grpc::ServerContext*, const v1::ListDictsRequest*,
+grpc::Status TdStoreService::ListDicts(grpc::ServerContext* ctx, const v1::ListDictsRequest*,
                                        v1::ListDictsResponse* resp) {
+  auto grant = access_.Authenticate(*ctx);
+  if (!grant.ok()) return ToGrpc(grant.status());
   auto names = store_->ListDicts();
   if (!names.ok()) return ToGrpc(names.status());
-  for (const std::string& n : *names) resp->add_names(n);
+  // A token sees only the dicts under its prefixes.
+  for (const std::string& n : *names) {
+    if (AccessControl::CanSee(*grant, n)) resp->add_names(n);
+  }
   return grpc::Status::OK;
 }
 
-grpc::Status TdStoreService::DeleteDict(grpc::ServerContext*, const v1::DeleteDictRequest* req,
+grpc::Status TdStoreService::DeleteDict(grpc::ServerContext* ctx,
+                                        const v1::DeleteDictRequest* req,
                                         v1::DeleteDictResponse*) {
+  if (auto s = Admit(*ctx, req->name(), Access::kWrite); !s.ok()) return s;
   return ToGrpc(store_->DeleteDict(req->name()));
 }
 
-grpc::Status TdStoreService::RenameDict(grpc::ServerContext*, const v1::RenameDictRequest* req,
-                                        v1::DictInfo* resp) {
+grpc::Status TdStoreService::RenameDict(grpc::ServerContext* ctx,
+                                        const v1::RenameDictRequest* req, v1::DictInfo* resp) {
+  // Both names must be the caller's: renaming moves data between prefixes.
+  if (auto s = Admit(*ctx, req->name(), Access::kWrite); !s.ok()) return s;
+  if (auto s = Admit(*ctx, req->new_name(), Access::kWrite); !s.ok()) return s;
   auto schema = store_->RenameDict(req->name(), req->new_name());
   if (!schema.ok()) return ToGrpc(schema.status());
   ToProto(*schema, resp);
@@ -99,35 +146,55 @@ grpc::Status TdStoreService::RenameDict(grpc::ServerContext*, const v1::RenameDi
 grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
                                          grpc::ServerReader<v1::WriteChunk>* reader,
                                          v1::WriteLeavesResponse* resp) {
+  auto lease = streams_.Enter(ctx);
+  if (!lease.ok()) return NothingApplied(ctx, lease.status());
   v1::WriteChunk chunk;
   if (!reader->Read(&chunk)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty write stream");
+    return NothingApplied(ctx, absl::InvalidArgumentError("empty write stream"));
   }
+  (*lease)->Touch();
   if (chunk.kind_case() != v1::WriteChunk::kBegin) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "a write stream must start with WriteBegin");
+    return NothingApplied(ctx,
+                          absl::InvalidArgumentError("a write stream must start with WriteBegin"));
   }
-  if (chunk.begin().has_index()) {
-    return WriteIndexed(ctx, reader, chunk.begin(), resp);
-  }
-  const int32_t announced_leaves = chunk.begin().leaf_count();
+  const v1::WriteBegin begin = chunk.begin();
+  if (auto s = Admit(*ctx, begin.dict(), Access::kWrite); !s.ok()) return s;
+  if (auto s = CheckRequest(limits_, begin); !s.ok()) return NothingApplied(ctx, s);
+  if (begin.has_index()) return WriteIndexed(ctx, reader, begin, resp, **lease);
+  // Every failure of a whole-leaf write leaves nothing visible (the
+  // transaction aborts), except a commit whose outcome is unknown.
+  return NothingApplied(ctx, WriteWhole(ctx, reader, begin, resp, **lease));
+}
+
+absl::Status TdStoreService::WriteWhole(grpc::ServerContext* ctx,
+                                        grpc::ServerReader<v1::WriteChunk>* reader,
+                                        const v1::WriteBegin& begin,
+                                        v1::WriteLeavesResponse* resp, StreamGuard::Lease& lease) {
+  const int32_t announced_leaves = begin.leaf_count();
   int32_t headers = 0;
-  auto txn = store::WriteTxn::Begin(store_, chunk.begin().dict());
-  if (!txn.ok()) return ToGrpc(txn.status());
+  int64_t declared_bytes = 0;
+  auto txn = store::WriteTxn::Begin(store_, begin.dict());
+  if (!txn.ok()) return txn.status();
 
   // Any early return destroys the transaction, which aborts it: nothing
   // becomes visible and the blocks written so far are deleted.
+  v1::WriteChunk chunk;
   while (reader->Read(&chunk)) {
+    lease.Touch();
     absl::Status status;
     switch (chunk.kind_case()) {
       case v1::WriteChunk::kHeader: {
         const v1::LeafHeader& h = chunk.header();
+        if (auto s = CheckLeafCount(limits_, headers + 1); !s.ok()) return s;
+        if (auto s = CheckPath(limits_, h.path()); !s.ok()) return s;
+        declared_bytes += std::max<int64_t>(0, h.byte_size());
+        if (auto s = CheckCallBytes(limits_, declared_bytes); !s.ok()) return s;
         auto path = FromProto(h.path());
-        if (!path.ok()) return ToGrpc(path.status());
+        if (!path.ok()) return path.status();
         auto dtype = FromProto(h.dtype());
         if (!dtype.ok()) {
-          return ToGrpc(absl::InvalidArgumentError(
-              StrCat("leaf '", PathToDisplay(*path), "': ", dtype.status().message())));
+          return absl::InvalidArgumentError(
+              StrCat("leaf '", PathToDisplay(*path), "': ", dtype.status().message()));
         }
         ++headers;
         status = (*txn)->BeginLeaf(*path, *dtype, ShapeFromProto(h.shape()), h.byte_size());
@@ -135,31 +202,34 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
       }
       case v1::WriteChunk::kData:
         if (static_cast<int64_t>(chunk.data().size()) > kMaxChunkBytes) {
-          return ToGrpc(absl::InvalidArgumentError(StrCat(
-              "data chunk of ", chunk.data().size(), " bytes exceeds the 1 MiB chunk limit")));
+          return absl::InvalidArgumentError(StrCat(
+              "data chunk of ", chunk.data().size(), " bytes exceeds the 1 MiB chunk limit"));
         }
         status = (*txn)->Append(chunk.data());
         break;
       default:
-        return ToGrpc(absl::InvalidArgumentError("WriteBegin may appear only once, first"));
+        return absl::InvalidArgumentError("WriteBegin may appear only once, first");
     }
-    if (!status.ok()) return ToGrpc(status);
+    if (!status.ok()) return status;
   }
   // Read() returns false both when the client half-closes (commit) and when
   // the call breaks (abort): only the former may commit.
   if (ctx->IsCancelled()) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "write stream cancelled; nothing written");
+    return absl::CancelledError(lease.timed_out()
+                                    ? "write stream idle too long (--idle-stream-timeout-ms); "
+                                      "nothing written"
+                                    : "write stream cancelled; nothing written");
   }
   if (announced_leaves > 0 && headers != announced_leaves) {
-    return ToGrpc(absl::InvalidArgumentError(
-        StrCat("the stream announced ", announced_leaves, " leaves but carried ", headers,
-               "; nothing written")));
+    return absl::InvalidArgumentError(StrCat("the stream announced ", announced_leaves,
+                                             " leaves but carried ", headers,
+                                             "; nothing written"));
   }
   auto result = (*txn)->Commit();
-  if (!result.ok()) return ToGrpc(result.status());
+  if (!result.ok()) return result.status();
   for (const store::Leaf& leaf : result->written) ToProto(leaf, resp->add_written());
   resp->set_version(result->version);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 namespace {
@@ -193,19 +263,32 @@ const grpc::Status kClientGone(grpc::StatusCode::CANCELLED, "client went away");
 grpc::Status TdStoreService::ReadLeaves(grpc::ServerContext* ctx,
                                         const v1::ReadLeavesRequest* req,
                                         grpc::ServerWriter<v1::ReadChunk>* writer) {
+  if (auto s = Admit(*ctx, req->dict(), Access::kRead); !s.ok()) return s;
+  if (auto s = CheckRequest(limits_, *req); !s.ok()) return ToGrpc(s);
+  auto lease = streams_.Enter(ctx);
+  if (!lease.ok()) return ToGrpc(lease.status());
   std::vector<LeafPath> paths;
   for (const v1::Path& p : req->paths()) {
     auto path = FromProto(p);
     if (!path.ok()) return ToGrpc(path.status());
     paths.push_back(*std::move(path));
   }
-  if (req->has_index()) return ReadIndexed(ctx, req, paths, writer);
+  if (req->has_index()) return ReadIndexed(ctx, req, paths, writer, **lease);
 
   auto schema = store_->LoadDict(req->dict());
   if (!schema.ok()) return ToGrpc(schema.status());
   // Resolve every requested path (leaf or prefix) before sending anything.
   auto selected = schema->Select(paths);
   if (!selected.ok()) return ToGrpc(selected.status());
+  if (auto s = CheckLeafCount(limits_, static_cast<int64_t>(selected->size())); !s.ok()) {
+    return ToGrpc(s);
+  }
+  int64_t total_bytes = 0;
+  for (const store::Leaf* leaf : *selected) {
+    auto bytes = ByteSize(leaf->record.shape, DTypeSize(leaf->record.dtype));
+    if (bytes.ok()) total_bytes += *bytes;
+  }
+  if (auto s = CheckCallBytes(limits_, total_bytes); !s.ok()) return ToGrpc(s);
 
   if (!SendBegin(writer, schema->meta.batch_shape, selected->size())) return kClientGone;
   v1::ReadChunk out;
@@ -218,7 +301,10 @@ grpc::Status TdStoreService::ReadLeaves(grpc::ServerContext* ctx,
       if (ctx->IsCancelled()) return absl::CancelledError("client went away");
       out.Clear();
       out.set_data(bytes.data(), bytes.size());
+      // Write() blocks while the client does not read (flow control); the
+      // stream guard cancels the call if that lasts too long.
       if (!writer->Write(out)) return absl::CancelledError("client went away");
+      (*lease)->Touch();
       return absl::OkStatus();
     });
     if (!status.ok()) return ToGrpc(status);
@@ -229,13 +315,21 @@ grpc::Status TdStoreService::ReadLeaves(grpc::ServerContext* ctx,
 grpc::Status TdStoreService::ReadIndexed(grpc::ServerContext* ctx,
                                          const v1::ReadLeavesRequest* req,
                                          const std::vector<LeafPath>& paths,
-                                         grpc::ServerWriter<v1::ReadChunk>* writer) {
+                                         grpc::ServerWriter<v1::ReadChunk>* writer,
+                                         StreamGuard::Lease& lease) {
   auto index = FromProto(req->index());
   if (!index.ok()) return ToGrpc(index.status());
   // The whole selection is gathered first (bounded by max_indexed_bytes):
   // rows come from blocks in block order but go out in index order.
   auto result = store::ReadIndexedLeaves(*store_, req->dict(), *index, paths);
   if (!result.ok()) return ToGrpc(result.status());
+  int64_t total_bytes = 0;
+  for (const auto& leaf : result->leaves) total_bytes += static_cast<int64_t>(leaf.bytes.size());
+  if (auto s = CheckLeafCount(limits_, static_cast<int64_t>(result->leaves.size())); !s.ok()) {
+    return ToGrpc(s);
+  }
+  if (auto s = CheckCallBytes(limits_, total_bytes); !s.ok()) return ToGrpc(s);
+  lease.Touch();
 
   if (!SendBegin(writer, result->result_shape, result->leaves.size())) return kClientGone;
   v1::ReadChunk out;
@@ -249,6 +343,7 @@ grpc::Status TdStoreService::ReadIndexed(grpc::ServerContext* ctx,
       out.set_data(leaf.bytes.data() + at,
                    std::min<size_t>(kMaxChunkBytes, leaf.bytes.size() - at));
       if (!writer->Write(out)) return kClientGone;
+      lease.Touch();
     }
   }
   return grpc::Status::OK;
@@ -257,9 +352,13 @@ grpc::Status TdStoreService::ReadIndexed(grpc::ServerContext* ctx,
 grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
                                           grpc::ServerReader<v1::WriteChunk>* reader,
                                           const v1::WriteBegin& begin,
-                                          v1::WriteLeavesResponse* resp) {
+                                          v1::WriteLeavesResponse* resp,
+                                          StreamGuard::Lease& lease) {
+  // Until the store call at the end nothing is written, so every failure
+  // before it tells the client so.
+  auto reject = [ctx](const absl::Status& s) { return NothingApplied(ctx, s); };
   auto index = FromProto(begin.index());
-  if (!index.ok()) return ToGrpc(index.status());
+  if (!index.ok()) return reject(index.status());
   // Every value is received and checked before anything is written: the
   // rows of all leaves in one block go to Redis in one script call.
   std::vector<store::IndexedWriteValue> values;
@@ -275,15 +374,20 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
   };
   v1::WriteChunk chunk;
   while (reader->Read(&chunk)) {
+    lease.Touch();
     switch (chunk.kind_case()) {
       case v1::WriteChunk::kHeader: {
         const v1::LeafHeader& h = chunk.header();
         auto path = FromProto(h.path());
-        if (!path.ok()) return ToGrpc(path.status());
+        if (!path.ok()) return reject(path.status());
         auto dtype = FromProto(h.dtype());
-        if (!dtype.ok()) return ToGrpc(dtype.status());
-        if (auto s = incomplete(); !s.ok()) return ToGrpc(s);
-        if (h.byte_size() < 0) return ToGrpc(absl::InvalidArgumentError("negative byte count"));
+        if (!dtype.ok()) return reject(dtype.status());
+        if (auto s = incomplete(); !s.ok()) return reject(s);
+        if (h.byte_size() < 0) return reject(absl::InvalidArgumentError("negative byte count"));
+        if (auto s = CheckLeafCount(limits_, static_cast<int64_t>(values.size()) + 1); !s.ok()) {
+          return reject(s);
+        }
+        if (auto s = CheckPath(limits_, h.path()); !s.ok()) return reject(s);
         store::IndexedWriteValue& v = values.emplace_back();
         v.path = *std::move(path);
         v.dtype = *dtype;
@@ -293,21 +397,22 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
       }
       case v1::WriteChunk::kData: {
         if (values.empty()) {
-          return ToGrpc(absl::InvalidArgumentError("data arrived before any leaf header"));
+          return reject(absl::InvalidArgumentError("data arrived before any leaf header"));
         }
         const std::string& data = chunk.data();
         if (static_cast<int64_t>(data.size()) > kMaxChunkBytes) {
-          return ToGrpc(absl::InvalidArgumentError("data chunk exceeds the 1 MiB chunk limit"));
+          return reject(absl::InvalidArgumentError("data chunk exceeds the 1 MiB chunk limit"));
         }
         store::IndexedWriteValue& v = values.back();
         if (static_cast<int64_t>(v.bytes.size() + data.size()) > declared.back()) {
-          return ToGrpc(absl::InvalidArgumentError(StrCat(
+          return reject(absl::InvalidArgumentError(StrCat(
               "leaf '", PathToDisplay(v.path), "': more data than the ", declared.back(),
               " bytes its header announced")));
         }
         received += static_cast<int64_t>(data.size());
+        if (auto s = CheckCallBytes(limits_, received); !s.ok()) return reject(s);
         if (received > store_->options().max_indexed_bytes) {
-          return ToGrpc(absl::ResourceExhaustedError(
+          return reject(absl::ResourceExhaustedError(
               StrCat("an indexed write may carry at most ", store_->options().max_indexed_bytes,
                      " bytes")));
         }
@@ -315,15 +420,18 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
         break;
       }
       default:
-        return ToGrpc(absl::InvalidArgumentError("WriteBegin may appear only once, first"));
+        return reject(absl::InvalidArgumentError("WriteBegin may appear only once, first"));
     }
   }
   if (ctx->IsCancelled()) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "write stream cancelled; nothing written");
+    return reject(absl::CancelledError(lease.timed_out()
+                                           ? "write stream idle too long "
+                                             "(--idle-stream-timeout-ms); nothing written"
+                                           : "write stream cancelled; nothing written"));
   }
-  if (auto s = incomplete(); !s.ok()) return ToGrpc(s);
+  if (auto s = incomplete(); !s.ok()) return reject(s);
   if (begin.leaf_count() > 0 && static_cast<size_t>(begin.leaf_count()) != values.size()) {
-    return ToGrpc(absl::InvalidArgumentError(
+    return reject(absl::InvalidArgumentError(
         StrCat("the stream announced ", begin.leaf_count(), " leaves but carried ", values.size(),
                "; nothing written")));
   }
@@ -333,9 +441,11 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status TdStoreService::DeleteLeaves(grpc::ServerContext*,
+grpc::Status TdStoreService::DeleteLeaves(grpc::ServerContext* ctx,
                                           const v1::DeleteLeavesRequest* req,
                                           v1::DeleteLeavesResponse* resp) {
+  if (auto s = Admit(*ctx, req->dict(), Access::kWrite); !s.ok()) return s;
+  if (auto s = CheckRequest(limits_, *req); !s.ok()) return NothingApplied(ctx, s);
   std::vector<LeafPath> paths;
   for (const v1::Path& p : req->paths()) {
     auto path = FromProto(p);
@@ -348,8 +458,9 @@ grpc::Status TdStoreService::DeleteLeaves(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status TdStoreService::ListKeys(grpc::ServerContext*, const v1::ListKeysRequest* req,
+grpc::Status TdStoreService::ListKeys(grpc::ServerContext* ctx, const v1::ListKeysRequest* req,
                                       v1::ListKeysResponse* resp) {
+  if (auto s = Admit(*ctx, req->dict(), Access::kRead); !s.ok()) return s;
   auto schema = store_->LoadDict(req->dict());
   if (!schema.ok()) return ToGrpc(schema.status());
   for (const LeafPath& p : schema->Keys(req->include_nested(), req->leaves_only())) {
@@ -358,8 +469,10 @@ grpc::Status TdStoreService::ListKeys(grpc::ServerContext*, const v1::ListKeysRe
   return grpc::Status::OK;
 }
 
-grpc::Status TdStoreService::Exists(grpc::ServerContext*, const v1::ExistsRequest* req,
+grpc::Status TdStoreService::Exists(grpc::ServerContext* ctx, const v1::ExistsRequest* req,
                                     v1::ExistsResponse* resp) {
+  if (auto s = Admit(*ctx, req->dict(), Access::kRead); !s.ok()) return s;
+  if (auto s = CheckPath(limits_, req->path()); !s.ok()) return ToGrpc(s);
   auto path = FromProto(req->path());
   if (!path.ok()) return ToGrpc(path.status());
   auto schema = store_->LoadDict(req->dict());

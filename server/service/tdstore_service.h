@@ -10,13 +10,27 @@
 // stream aborts (nothing visible, blocks deleted). ReadLeaves sends
 // ReadBegin, then LeafHeader + data chunks (<= 1 MiB) per leaf.
 //
+// Before touching the store every handler (1) authenticates the caller and
+// checks its right on the dict (access_control.h), (2) checks the request
+// against ServiceLimits (request_limits.h); streams also take a slot of the
+// StreamGuard (at most max_concurrent_streams; idle ones are cancelled).
+//
+// Retry contract with clients (docs/protocol.md, "Retries"): a failed call
+// whose trailing metadata carries `tdstore-applied: none` changed nothing
+// and may be retried as it is, whatever the RPC.
+//
 // Thread-safe: gRPC runs handlers on its thread pool concurrently.
 #ifndef TDSTORE_SERVER_SERVICE_TDSTORE_SERVICE_H_
 #define TDSTORE_SERVER_SERVICE_TDSTORE_SERVICE_H_
 
 #include <vector>
 
+#include <memory>
+
 #include "common/path.h"
+#include "server/service/access_control.h"
+#include "server/service/service_limits.h"
+#include "server/service/stream_guard.h"
 #include "server/store/dict_store.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
@@ -25,13 +39,18 @@ namespace tdstore::service {
 // Largest data chunk accepted or sent: the protocol's 1 MiB.
 inline constexpr int64_t kMaxChunkBytes = 1 << 20;
 
+struct ServiceOptions {
+  ServiceLimits limits;
+  // Default: no tokens, every caller may do everything.
+  AccessControl access;
+};
+
 class TdStoreService final : public v1::TdStore::Service {
  public:
-  // `store` must outlive the service.
   // `store` and `redis` must outlive the service. `redis` only answers
   // GetServerInfo (the service never talks to Redis directly otherwise).
-  TdStoreService(store::DictStore* store, redis::RedisClient* redis)
-      : store_(store), redis_(redis) {}
+  TdStoreService(store::DictStore* store, redis::RedisClient* redis,
+                 ServiceOptions options = {});
 
   grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest* req,
                              v1::ServerInfo* resp) override;
@@ -62,12 +81,24 @@ class TdStoreService final : public v1::TdStore::Service {
   // The indexed forms of ReadLeaves and WriteLeaves (request has an index).
   grpc::Status ReadIndexed(grpc::ServerContext* ctx, const v1::ReadLeavesRequest* req,
                            const std::vector<LeafPath>& paths,
-                           grpc::ServerWriter<v1::ReadChunk>* writer);
+                           grpc::ServerWriter<v1::ReadChunk>* writer, StreamGuard::Lease& lease);
   grpc::Status WriteIndexed(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
-                            const v1::WriteBegin& begin, v1::WriteLeavesResponse* resp);
+                            const v1::WriteBegin& begin, v1::WriteLeavesResponse* resp,
+                            StreamGuard::Lease& lease);
+  // The whole-leaf form of WriteLeaves, after WriteBegin.
+  absl::Status WriteWhole(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
+                          const v1::WriteBegin& begin, v1::WriteLeavesResponse* resp,
+                          StreamGuard::Lease& lease);
+
+  // Authenticates the caller (UNAUTHENTICATED) and checks it may do
+  // `access` on dict `name` (PERMISSION_DENIED).
+  grpc::Status Admit(const grpc::ServerContext& ctx, std::string_view name, Access access) const;
 
   store::DictStore* const store_;
   redis::RedisClient* const redis_;
+  const ServiceLimits limits_;
+  const AccessControl access_;
+  StreamGuard streams_;
 };
 
 }  // namespace tdstore::service

@@ -38,6 +38,16 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
     return absl::InvalidArgumentError("part_bytes must be at most 256 MiB");
   }
 
+  const std::string catalog = keys_.Catalog();
+  auto count = redis_->Call(catalog, {"HLEN", catalog});
+  if (!count.ok()) return count.status();
+  if (auto s = ReplyStatus(*count, "count dicts"); !s.ok()) return s;
+  if (count->integer() >= options_.max_dicts) {
+    return absl::ResourceExhaustedError(
+        StrCat("the namespace holds ", count->integer(), " dicts, its limit (--max-dicts ",
+               options_.max_dicts, ")"));
+  }
+
   // Allocate an id, write the meta record, then publish the name: a dict
   // visible in the catalog always has its meta.
   const std::string counter = keys_.DictIdCounter();
@@ -56,13 +66,12 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
   if (!meta_reply.ok()) return meta_reply.status();
   if (auto s = ReplyStatus(*meta_reply, "write dict meta"); !s.ok()) return s;
 
-  const std::string catalog = keys_.Catalog();
   auto publish = redis_->Call(catalog, {"HSETNX", catalog, name, id});
   if (!publish.ok()) {
     // No reply: the name may or may not have been published, so the meta
     // must stay (a published name without meta could never be used again).
-    return absl::UnavailableError(StrCat("creating dict '", name,
-                                         "': outcome unknown: ", publish.status().message()));
+    return OutcomeUnknown(StrCat("creating dict '", name,
+                                 "': outcome unknown: ", publish.status().message()));
   }
   if (publish->is_error() || publish->integer() == 0) {
     // Name taken (or refused): take back the meta we wrote.

@@ -287,7 +287,7 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
     // their blocks once they expire.
     done_ = true;
     pipe_.reset();
-    return absl::UnavailableError(StrCat(
+    return OutcomeUnknown(StrCat(
         "the write's outcome is unknown (it may or may not be visible; retrying it is safe): ",
         reply.status().message()));
   }

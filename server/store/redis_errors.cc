@@ -1,5 +1,6 @@
 #include "server/store/redis_errors.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "common/str_cat.h"
 
@@ -37,6 +38,20 @@ std::vector<std::string> StringArray(const redis::Reply& reply) {
   out.reserve(reply.size());
   for (size_t i = 0; i < reply.size(); ++i) out.emplace_back(reply[i].str());
   return out;
+}
+
+namespace {
+constexpr char kOutcomeUnknownUrl[] = "tdstore/outcome-unknown";
+}  // namespace
+
+absl::Status OutcomeUnknown(std::string_view message) {
+  absl::Status status = absl::UnavailableError(std::string(message));
+  status.SetPayload(kOutcomeUnknownUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsOutcomeUnknown(const absl::Status& status) {
+  return status.GetPayload(kOutcomeUnknownUrl).has_value();
 }
 
 }  // namespace tdstore::store

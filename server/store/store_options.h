@@ -24,6 +24,10 @@ struct StoreOptions {
   // Most bytes one indexed read or write may select (summed over leaves):
   // indexed calls gather their result in memory, so this bounds it.
   int64_t max_indexed_bytes = 256ll << 20;
+  // Dicts the namespace may hold: CreateDict beyond it is RESOURCE_EXHAUSTED.
+  // Checked before creating, so concurrent creates may overshoot by the
+  // number racing (a quota against runaway scripts, not an exact count).
+  int64_t max_dicts = 100000;
   // Durability: with write_replicas > 0 every write (data and commit) waits
   // for that many replicas to acknowledge it (Redis WAIT) and fails
   // UNAVAILABLE if they do not within write_replicas_timeout.
