@@ -29,7 +29,27 @@ void CheckAddress(const std::string& address) {
   }
 }
 
-void CheckOptions(const ClientOptions& options) {
+// Loopback and unix-socket addresses never leave this machine.
+bool IsLocal(const std::string& address) {
+  if (address.rfind("unix:", 0) == 0) return true;
+  const std::string host = address.substr(0, address.rfind(':'));
+  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" ||
+         host == "ipv4:127.0.0.1" || host == "ipv6:[::1]";
+}
+
+void CheckOptions(const std::string& address, const ClientOptions& options) {
+  if (!options.token.empty() && !options.tls && !IsLocal(address)) {
+    throw Error(StatusCode::kInvalidArgument,
+                "refusing to send a token in the clear to " + address +
+                    ": enable TLS (ClientOptions::tls) or connect over loopback");
+  }
+  if (options.tls_client_cert_pem.empty() != options.tls_client_key_pem.empty()) {
+    throw Error(StatusCode::kInvalidArgument,
+                "tls_client_cert_pem and tls_client_key_pem go together");
+  }
+  if (options.retry_for.count() < 0) {
+    throw Error(StatusCode::kInvalidArgument, "retry_for must not be negative");
+  }
   if (options.chunk_bytes < 1 || options.chunk_bytes > kMaxChunkBytes) {
     throw Error(StatusCode::kInvalidArgument,
                 "chunk_bytes must be in [1, 1 MiB], got " + std::to_string(options.chunk_bytes));
@@ -39,7 +59,17 @@ void CheckOptions(const ClientOptions& options) {
   }
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::ChannelCredentials> MakeCredentials(const ClientOptions& options) {
+  if (!options.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = options.tls_root_ca_pem;
+  tls.pem_private_key = options.tls_client_key_pem;
+  tls.pem_cert_chain = options.tls_client_cert_pem;
+  return grpc::SslCredentials(tls);
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ClientOptions& options) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -48,7 +78,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
+  return grpc::CreateCustomChannel(address, MakeCredentials(options), args);
 }
 
 }  // namespace
@@ -56,13 +89,15 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 Client::Impl::Impl(std::string address_in, ClientOptions options_in)
     : address(std::move(address_in)), options(options_in) {
   CheckAddress(address);
-  CheckOptions(options);
-  channel = MakeChannel(address);
+  CheckOptions(address, options);
+  channel = MakeChannel(address, options);
   stub = v1::TdStore::NewStub(channel);
 }
 
-void Client::Impl::Prepare(grpc::ClientContext* context) const {
-  context->set_deadline(std::chrono::system_clock::now() + options.timeout);
+void Client::Impl::Prepare(grpc::ClientContext* context,
+                           std::chrono::system_clock::time_point deadline) const {
+  context->set_deadline(deadline);
+  if (!options.token.empty()) context->AddMetadata("authorization", "Bearer " + options.token);
 }
 
 void Client::Impl::Fail(const grpc::Status& status) const {
@@ -93,7 +128,7 @@ Dict Client::create(const std::string& name, std::vector<int64_t> batch_size,
     leaf->mutable_element_shape()->Assign(spec.element_shape.begin(), spec.element_shape.end());
   }
   v1::DictInfo info;
-  impl_->Call(&v1::TdStore::Stub::CreateDict, request, &info);
+  impl_->Call(&v1::TdStore::Stub::CreateDict, request, &info, Retrier::kOnlyIfNothingApplied);
   return Dict(impl_, info.name(), info.id());
 }
 
@@ -102,13 +137,14 @@ Dict Client::open(const std::string& name) {
   v1::DescribeDictRequest request;
   request.set_name(name);
   v1::DictInfo info;
-  impl_->Call(&v1::TdStore::Stub::DescribeDict, request, &info);
+  impl_->Call(&v1::TdStore::Stub::DescribeDict, request, &info, Retrier::kIdempotent);
   return Dict(impl_, info.name(), info.id());
 }
 
 std::vector<std::string> Client::list() {
   v1::ListDictsResponse response;
-  impl_->Call(&v1::TdStore::Stub::ListDicts, v1::ListDictsRequest(), &response);
+  impl_->Call(&v1::TdStore::Stub::ListDicts, v1::ListDictsRequest(), &response,
+              Retrier::kIdempotent);
   std::vector<std::string> names(response.names().begin(), response.names().end());
   std::sort(names.begin(), names.end());
   return names;
@@ -116,7 +152,8 @@ std::vector<std::string> Client::list() {
 
 Client::ServerInfo Client::server_info() {
   v1::ServerInfo response;
-  impl_->Call(&v1::TdStore::Stub::GetServerInfo, v1::GetServerInfoRequest(), &response);
+  impl_->Call(&v1::TdStore::Stub::GetServerInfo, v1::GetServerInfoRequest(), &response,
+              Retrier::kIdempotent);
   return ServerInfo{response.version(), response.backend(), response.redis_masters(),
                     response.redis_ok()};
 }
@@ -125,7 +162,7 @@ void Client::drop(const std::string& name) {
   v1::DeleteDictRequest request;
   request.set_name(name);
   v1::DeleteDictResponse response;
-  impl_->Call(&v1::TdStore::Stub::DeleteDict, request, &response);
+  impl_->Call(&v1::TdStore::Stub::DeleteDict, request, &response, Retrier::kOnlyIfNothingApplied);
 }
 
 void Client::rename(const std::string& name, const std::string& new_name) {
@@ -133,7 +170,7 @@ void Client::rename(const std::string& name, const std::string& new_name) {
   request.set_name(name);
   request.set_new_name(new_name);
   v1::DictInfo info;
-  impl_->Call(&v1::TdStore::Stub::RenameDict, request, &info);
+  impl_->Call(&v1::TdStore::Stub::RenameDict, request, &info, Retrier::kOnlyIfNothingApplied);
 }
 
 Dict Client::open_handle(const std::string& handle, ClientOptions options) {

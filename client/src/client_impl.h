@@ -6,9 +6,11 @@
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
+#include "client/src/retry.h"
 #include "tdstore/client.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
@@ -17,19 +19,25 @@ namespace tdstore {
 struct Client::Impl {
   Impl(std::string address, ClientOptions options);
 
-  // Sets the call's deadline: now + options.timeout.
-  void Prepare(grpc::ClientContext* context) const;
+  // Sets the call's deadline and adds the bearer token, if any.
+  void Prepare(grpc::ClientContext* context,
+               std::chrono::system_clock::time_point deadline) const;
   // Throws the tdstore::Error for a failed call.
   [[noreturn]] void Fail(const grpc::Status& status) const;
-  // Prepare + unary call + Fail on error: the shape of most RPCs.
+  // Prepare + unary call, retried as `safety` allows (retry.h), + Fail on
+  // error: the shape of most RPCs.
   template <typename Request, typename Response>
   void Call(grpc::Status (v1::TdStore::Stub::*method)(grpc::ClientContext*, const Request&,
                                                        Response*),
-            const Request& request, Response* response) const {
-    grpc::ClientContext context;
-    Prepare(&context);
-    grpc::Status status = (stub.get()->*method)(&context, request, response);
-    if (!status.ok()) Fail(status);
+            const Request& request, Response* response, Retrier::Safety safety) const {
+    Retrier retry(options);
+    for (;;) {
+      grpc::ClientContext context;
+      Prepare(&context, retry.deadline());
+      grpc::Status status = (stub.get()->*method)(&context, request, response);
+      if (status.ok()) return;
+      if (!retry.Again(status, safety, context)) Fail(status);
+    }
   }
 
   const std::string address;

@@ -88,7 +88,7 @@ std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) {
   request.set_include_nested(include_nested);
   request.set_leaves_only(leaves_only);
   v1::ListKeysResponse response;
-  impl_->Call(&v1::TdStore::Stub::ListKeys, request, &response);
+  impl_->Call(&v1::TdStore::Stub::ListKeys, request, &response, Retrier::kIdempotent);
   std::vector<Key> keys;
   keys.reserve(response.keys_size());
   for (const v1::Path& path : response.keys()) keys.push_back(FromProto(path));
@@ -100,7 +100,7 @@ bool Dict::contains(const Key& path) {
   request.set_dict(name_);
   ToProto(path, request.mutable_path());
   v1::ExistsResponse response;
-  impl_->Call(&v1::TdStore::Stub::Exists, request, &response);
+  impl_->Call(&v1::TdStore::Stub::Exists, request, &response, Retrier::kIdempotent);
   return response.kind() != v1::ExistsResponse::ABSENT;
 }
 
@@ -109,7 +109,8 @@ void Dict::erase(const Key& path) {
   request.set_dict(name_);
   ToProto(path, request.add_paths());
   v1::DeleteLeavesResponse response;
-  impl_->Call(&v1::TdStore::Stub::DeleteLeaves, request, &response);
+  impl_->Call(&v1::TdStore::Stub::DeleteLeaves, request, &response,
+              Retrier::kOnlyIfNothingApplied);
   // A server that treats an absent path as nothing to do still gets the
   // documented NOT_FOUND.
   if (response.deleted_size() == 0) {
@@ -122,7 +123,7 @@ DictInfo Dict::describe() {
   v1::DescribeDictRequest request;
   request.set_name(name_);
   v1::DictInfo info;
-  impl_->Call(&v1::TdStore::Stub::DescribeDict, request, &info);
+  impl_->Call(&v1::TdStore::Stub::DescribeDict, request, &info, Retrier::kIdempotent);
   return FromProto(info);
 }
 

@@ -130,9 +130,7 @@ at::Tensor AllocateLeaf(const Key& path, const v1::LeafHeader& header) {
 // One attempt at a read. Returns the server's final status and fills *out
 // when it is OK; throws for a stream that does not add up.
 grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& request,
-                      const Key* exact_leaf, LocalDict* out) {
-  ReadStream stream;
-  impl.Prepare(&stream.context);
+                      const Key* exact_leaf, ReadStream& stream, LocalDict* out) {
   stream.reader = impl.stub->ReadLeaves(&stream.context, request);
 
   v1::ReadChunk chunk;
@@ -195,36 +193,27 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
   return status;
 }
 
-}  // namespace
-
-void WriteLeaves(const Client::Impl& impl, const std::string& dict,
-                 const std::vector<std::pair<Key, at::Tensor>>& leaves, const v1::Index* index) {
-  std::vector<v1::DType> dtypes;
-  dtypes.reserve(leaves.size());
-  for (const auto& [path, value] : leaves) dtypes.push_back(CheckWritable(path, value));
+// One attempt at a write; returns the server's final status.
+grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
+                       const std::vector<std::pair<Key, at::Tensor>>& leaves,
+                       const std::vector<v1::DType>& dtypes, WriteStream& stream) {
   const int64_t chunk_bytes = impl.options.chunk_bytes;
-
-  v1::WriteChunk chunk;
-  chunk.mutable_begin()->set_dict(dict);
-  chunk.mutable_begin()->set_leaf_count(static_cast<int32_t>(leaves.size()));
-  if (index != nullptr) *chunk.mutable_begin()->mutable_index() = *index;
-  CheckRequestSize(chunk);
-
-  WriteStream stream;
-  impl.Prepare(&stream.context);
   stream.writer = impl.stub->WriteLeaves(&stream.context, &stream.response);
   // A failed Write means the server ended the call (unknown dict, bad
   // header, ...): its status says why.
-  auto send = [&](const v1::WriteChunk& chunk) {
-    if (stream.writer->Write(chunk)) return;
+  auto send = [&](const v1::WriteChunk& chunk) -> bool {
+    return stream.writer->Write(chunk);
+  };
+  auto ended_early = [&] {
     grpc::Status status = stream.Finish();
     if (status.ok()) {
       status = grpc::Status(grpc::StatusCode::UNKNOWN, "tdstored closed the write stream early");
     }
-    impl.Fail(status);
+    return status;
   };
 
-  send(chunk);
+  if (!send(begin)) return ended_early();
+  v1::WriteChunk chunk;
   for (size_t i = 0; i < leaves.size(); ++i) {
     const Key& path = leaves[i].first;
     const at::Tensor bytes = ContiguousCpu(leaves[i].second);
@@ -236,18 +225,43 @@ void WriteLeaves(const Client::Impl& impl, const std::string& dict,
     header->set_dtype(dtypes[i]);
     header->mutable_shape()->Assign(bytes.sizes().begin(), bytes.sizes().end());
     header->set_byte_size(size);
-    send(chunk);
+    if (!send(chunk)) return ended_early();
 
     // Chunks come straight from the tensor's memory: one copy, into the message.
     const char* data = static_cast<const char*>(bytes.data_ptr());
     for (int64_t offset = 0; offset < size; offset += chunk_bytes) {
       chunk.set_data(data + offset, static_cast<size_t>(std::min(chunk_bytes, size - offset)));
-      send(chunk);
+      if (!send(chunk)) return ended_early();
     }
   }
   stream.writer->WritesDone();
-  grpc::Status status = stream.Finish();
-  if (!status.ok()) impl.Fail(status);
+  return stream.Finish();
+}
+
+}  // namespace
+
+void WriteLeaves(const Client::Impl& impl, const std::string& dict,
+                 const std::vector<std::pair<Key, at::Tensor>>& leaves, const v1::Index* index) {
+  std::vector<v1::DType> dtypes;
+  dtypes.reserve(leaves.size());
+  for (const auto& [path, value] : leaves) dtypes.push_back(CheckWritable(path, value));
+
+  v1::WriteChunk begin;
+  begin.mutable_begin()->set_dict(dict);
+  begin.mutable_begin()->set_leaf_count(static_cast<int32_t>(leaves.size()));
+  if (index != nullptr) *begin.mutable_begin()->mutable_index() = *index;
+  CheckRequestSize(begin);
+
+  // Writing the same values again leaves the same state, so a write that
+  // failed UNAVAILABLE (whatever it did) is simply sent again.
+  Retrier retry(impl.options);
+  for (;;) {
+    WriteStream stream;
+    impl.Prepare(&stream.context, retry.deadline());
+    grpc::Status status = WriteOnce(impl, begin, leaves, dtypes, stream);
+    if (status.ok()) return;
+    if (!retry.Again(status, Retrier::kIdempotent, stream.context)) impl.Fail(status);
+  }
 }
 
 LocalDict ReadLeaves(const Client::Impl& impl, const std::string& dict,
@@ -261,15 +275,19 @@ LocalDict ReadLeaves(const Client::Impl& impl, const std::string& dict,
     CheckRequestSize(request);
   }
 
-  for (int attempt = 0;; ++attempt) {
+  Retrier retry(impl.options);
+  for (int aborted = 0;;) {
     LocalDict out;
-    grpc::Status status = ReadOnce(impl, request, exact_leaf, &out);
+    ReadStream stream;
+    impl.Prepare(&stream.context, retry.deadline());
+    grpc::Status status = ReadOnce(impl, request, exact_leaf, stream, &out);
     if (status.ok()) return out;
     // ABORTED: a leaf was replaced while it streamed; a new attempt reads the
     // new generation whole.
-    if (status.error_code() != grpc::StatusCode::ABORTED || attempt == kReadRetries) {
-      impl.Fail(status);
-    }
+    if (status.error_code() == grpc::StatusCode::ABORTED && aborted++ < kReadRetries) continue;
+    // UNAVAILABLE: tdstored or Redis briefly unreachable; reads are safe to
+    // repeat.
+    if (!retry.Again(status, Retrier::kIdempotent, stream.context)) impl.Fail(status);
   }
 }
 

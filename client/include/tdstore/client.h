@@ -118,10 +118,40 @@ struct LocalDict {
 };
 
 struct ClientOptions {
-  // Deadline of each call, from its start. Per call, not per client.
+  // Deadline of each call, from its start, retries included. Per call, not
+  // per client.
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
   // Bytes per data chunk sent (at most 1 MiB, the protocol's limit).
   int64_t chunk_bytes = 1 << 20;
+
+  // Retries. A call that fails UNAVAILABLE (tdstored or its Redis briefly
+  // unreachable) is tried again, with backoff from 50 ms doubling to 1 s,
+  // for at most `retry_for` after it started (and never past `timeout`),
+  // when repeating it is safe:
+  //   - reads (get, get_many, index, keys, contains, info, list, server_info)
+  //     and leaf writes (update, put, set_index: writing the same values
+  //     again leaves the same state) always;
+  //   - create, delete, rename and leaf deletion only when tdstored says the
+  //     failed attempt changed nothing.
+  // Zero disables retries (a read racing a leaf replacement is still retried
+  // up to 3 times on ABORTED).
+  std::chrono::milliseconds retry_for{std::chrono::seconds(30)};
+
+  // Access control (docs/security.md). A bearer token sent with every call
+  // (tdstored --tokens-file); empty: none. A token is never sent in the
+  // clear beyond this machine: with a token, a TCP address other than
+  // loopback requires TLS (INVALID_ARGUMENT otherwise).
+  std::string token;
+  // TLS: when `tls` is set, the channel is encrypted and tdstored's
+  // certificate must be signed by `tls_root_ca_pem` (PEM text; empty: the
+  // system's roots). For mutual TLS give the client's certificate and key.
+  bool tls = false;
+  std::string tls_root_ca_pem;
+  std::string tls_client_cert_pem;
+  std::string tls_client_key_pem;
+  // The name tdstored's certificate must carry, when it differs from the
+  // address' host (e.g. connecting by IP to a certificate for "tdstored").
+  std::string tls_server_name;
 };
 
 struct CreateOptions {
