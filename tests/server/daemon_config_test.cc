@@ -1,0 +1,183 @@
+// tdstored's settings: every setting works as flag, environment variable
+// and config-file line, with that precedence, and a bad one stops start-up
+// with a message naming it.
+#include "server/daemon_config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace tdstore {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+absl::StatusOr<DaemonConfig> Parse(std::vector<std::string> args, const Env& env = {}) {
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return ParseDaemonConfig(static_cast<int>(argv.size()), argv.data(), env);
+}
+
+// A temporary file holding `text`, removed with the object.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    char name[] = "/tmp/tdstore-config-test-XXXXXX";
+    int fd = mkstemp(name);
+    path_ = name;
+    ssize_t written = write(fd, text.data(), text.size());
+    (void)written;
+    close(fd);
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(DaemonConfig, DefaultsAreSafe) {
+  auto c = Parse({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->listen, "127.0.0.1:50051");  // loopback unless told otherwise
+  EXPECT_TRUE(c->tls_cert_pem.empty());
+  EXPECT_TRUE(c->tokens_file.empty());
+  EXPECT_EQ(c->log_level, "info");
+  EXPECT_EQ(c->limits.max_concurrent_streams, 64);
+  EXPECT_EQ(c->store.max_indexed_bytes, 256ll << 20);
+}
+
+TEST(DaemonConfig, FlagBeatsEnvironmentBeatsFile) {
+  TempFile file(
+      "# a comment\n"
+      "\n"
+      "namespace = from-file\n"
+      "rows-per-block = 7\n"
+      "max-dicts = 11\n"
+      "log-level = \"debug\"\n");
+  auto c = Parse({"--config", file.path(), "--namespace", "from-flag"},
+                 {{"TDSTORE_NAMESPACE", "from-env"}, {"TDSTORE_ROWS_PER_BLOCK", "9"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->store.ns, "from-flag");
+  EXPECT_EQ(c->store.default_rows_per_block, 9);
+  EXPECT_EQ(c->limits.max_dicts, 11);
+  EXPECT_EQ(c->store.max_dicts, 11);
+  EXPECT_EQ(c->log_level, "debug");
+  EXPECT_EQ(c->config_file, file.path());
+
+  // TDSTORE_CONFIG names the file too; --flag=value works.
+  c = Parse({"--max-leaves-per-call=5"}, {{"TDSTORE_CONFIG", file.path()}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->store.ns, "from-file");
+  EXPECT_EQ(c->limits.max_leaves_per_call, 5);
+}
+
+TEST(DaemonConfig, EveryLimitIsSettable) {
+  auto c = Parse({"--max-call-bytes", "1000", "--max-index-length", "10",
+                  "--max-leaves-per-call", "3", "--max-concurrent-streams", "2",
+                  "--max-name-bytes", "16", "--max-path-bytes", "20", "--max-dicts", "4",
+                  "--idle-stream-timeout-ms", "800", "--max-indexed-bytes", "4096"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->limits.max_call_bytes, 1000);
+  EXPECT_EQ(c->limits.max_index_length, 10);
+  EXPECT_EQ(c->limits.max_leaves_per_call, 3);
+  EXPECT_EQ(c->limits.max_concurrent_streams, 2);
+  EXPECT_EQ(c->limits.max_name_bytes, 16);
+  EXPECT_EQ(c->limits.max_path_bytes, 20);
+  EXPECT_EQ(c->limits.max_dicts, 4);
+  EXPECT_EQ(c->limits.idle_stream_timeout.count(), 800);
+  EXPECT_EQ(c->store.max_indexed_bytes, 4096);
+}
+
+TEST(DaemonConfig, BadSettingsNameThemselves) {
+  struct Case {
+    std::vector<std::string> args;
+    Env env;
+    std::string must_mention;
+  };
+  const std::vector<Case> cases = {
+      {{"--no-such-flag", "1"}, {}, "--no-such-flag"},
+      {{"--max-dicts", "0"}, {}, "--max-dicts"},
+      {{"--max-dicts", "lots"}, {}, "--max-dicts"},
+      {{"--max-name-bytes", "129"}, {}, "--max-name-bytes"},
+      {{"--log-level", "chatty"}, {}, "--log-level"},
+      {{"--metrics-listen", "9464"}, {}, "--metrics-listen"},
+      {{}, {{"TDSTORE_MAX_CALL_BYTES", "-5"}}, "TDSTORE_MAX_CALL_BYTES"},
+      {{"--tls-cert", "/nonexistent/cert.pem"}, {}, "--tls-cert"},
+      {{"--tokens-file", "/nonexistent/tokens"}, {}, "--tokens-file"},
+      {{"--config", "/nonexistent/tdstored.conf"}, {}, "--config"},
+      {{"--listen", "none"}, {}, "nothing to listen on"},
+      {{"--redis-password", "x"}, {}, "--redis-password"},  // environment only
+      {{"--namespace"}, {}, "--namespace needs a value"},
+  };
+  for (const Case& c : cases) {
+    auto parsed = Parse(c.args, c.env);
+    ASSERT_FALSE(parsed.ok()) << c.must_mention;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(parsed.status().message()).find(c.must_mention), std::string::npos)
+        << parsed.status();
+  }
+}
+
+TEST(DaemonConfig, ConfigFileErrorsNameFileAndLine) {
+  TempFile unknown("namespace = a\nbogus = 1\n");
+  auto c = Parse({"--config", unknown.path()});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find(unknown.path() + ":2"), std::string::npos)
+      << c.status();
+  EXPECT_NE(std::string(c.status().message()).find("bogus"), std::string::npos);
+
+  TempFile invalid("max-dicts = -1\n");
+  c = Parse({"--config", invalid.path()});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find(invalid.path() + ":1"), std::string::npos)
+      << c.status();
+
+  TempFile no_equals("namespace a\n");
+  c = Parse({"--config", no_equals.path()});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("name = value"), std::string::npos);
+}
+
+TEST(DaemonConfig, TlsSettingsGoTogether) {
+  TempFile pem("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+  TempFile not_pem("hello\n");
+  EXPECT_FALSE(Parse({"--tls-cert", pem.path()}).ok());  // no key
+  EXPECT_FALSE(Parse({"--tls-client-ca", pem.path()}).ok());  // no cert
+  EXPECT_FALSE(Parse({"--tls-cert", not_pem.path(), "--tls-key", pem.path()}).ok());
+  auto c = Parse({"--tls-cert", pem.path(), "--tls-key", pem.path()});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->tls_cert_pem.empty());
+}
+
+TEST(DaemonConfig, PasswordsComeFromFileOrEnvironmentAndAreNeverEchoed) {
+  TempFile password("s3cret-from-file\n");
+  auto c = Parse({"--redis-password-file", password.path()});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->redis_password, "s3cret-from-file");
+  c = Parse({}, {{"TDSTORE_REDIS_PASSWORD", "s3cret-env"}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->redis_password, "s3cret-env");
+  // A stray argument may be a URL with a password: it is not repeated.
+  c = Parse({"redis://:hunter2@host:6379"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(std::string(c.status().message()).find("hunter2"), std::string::npos);
+}
+
+TEST(DaemonConfig, HelpListsEverySettingWithItsDefault) {
+  const std::string help = DaemonUsage();
+  for (const char* name :
+       {"--config", "--listen", "--unix-socket", "--redis", "--tls-cert", "--tls-key",
+        "--tls-client-ca", "--tokens-file", "--max-call-bytes", "--max-index-length",
+        "--max-leaves-per-call", "--max-concurrent-streams", "--max-name-bytes",
+        "--max-path-bytes", "--max-dicts", "--idle-stream-timeout-ms", "--metrics-listen",
+        "--log-level", "TDSTORE_REDIS_PASSWORD"}) {
+    EXPECT_NE(help.find(name), std::string::npos) << name;
+  }
+  EXPECT_NE(help.find("default '127.0.0.1:50051'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tdstore
