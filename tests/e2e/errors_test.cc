@@ -127,7 +127,9 @@ TEST(E2eErrors, ClientOptionsAndAddressesAreChecked) {
 }
 
 TEST(E2eErrors, NoDaemonIsUnavailable) {
-  Client client("127.0.0.1:" + std::to_string(PickFreePort()));
+  ClientOptions no_retries;
+  no_retries.retry_for = std::chrono::milliseconds(0);
+  Client client("127.0.0.1:" + std::to_string(PickFreePort()), no_retries);
   Error e = ErrorOf([&] { client.list(); });
   EXPECT_EQ(e.code(), StatusCode::kUnavailable) << e.what();
   EXPECT_TRUE(Contains(e.message(), client.address())) << e.what();
@@ -148,6 +150,7 @@ TEST(E2eErrors, RedisDownIsUnavailable) {
   {
     ClientOptions options;
     options.timeout = std::chrono::seconds(30);  // so DEADLINE_EXCEEDED would stand out
+    options.retry_for = std::chrono::milliseconds(0);  // see each failure (faults_test retries)
     Client client(daemon.address(), options);
     Dict td = client.create("d", {2});
     td.set("x", at::ones({2}));
@@ -186,6 +189,7 @@ TEST(E2eErrors, RedisNeverUpIsUnavailable) {
   {
     ClientOptions options;
     options.timeout = std::chrono::seconds(30);
+    options.retry_for = std::chrono::milliseconds(0);
     Client client(daemon.address(), options);
     for (const auto& call : std::vector<std::function<void()>>{
              [&] { client.list(); }, [&] { client.create("d", {1}); },

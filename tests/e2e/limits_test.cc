@@ -1,0 +1,298 @@
+// tdstored's limits (server/service/service_limits.h) through real gRPC:
+// each is enforced with the documented code, the message names the
+// setting, a refused call writes nothing, and a slow or stalled client can
+// neither hold a stream forever nor make tdstored buffer without bound.
+#include <ATen/ATen.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "tdstore/client.h"
+#include "tdstore/v1/tdstore.grpc.pb.h"
+#include "tests/e2e/e2e_env.h"
+#include "tests/support/daemon_process.h"
+
+namespace tdstore::testing {
+namespace {
+
+Error ErrorOf(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "call succeeded";
+  return Error(StatusCode::kOk, "no error");
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Every Redis key of a namespace with its DUMP: equal snapshots mean
+// byte-for-byte equal state.
+std::map<std::string, std::string> Snapshot(const std::string& ns) {
+  std::map<std::string, std::string> out;
+  for (const std::string& key : SharedRedis().Keys(ns + ":*")) {
+    out[key] = SharedRedis().Command({"DUMP", key}).at(0);
+  }
+  return out;
+}
+
+// Waits (up to 5 s) for a namespace to hold exactly the keys of `want`: a
+// stream cancelled by the server is rolled back by its handler just after
+// the client sees the cancellation. (Key names, not values: a write that
+// began took a generation number from the dict's meta even if it aborted.)
+bool SettlesTo(const std::string& ns, const std::map<std::string, std::string>& want) {
+  std::vector<std::string> want_keys;
+  for (const auto& [key, dump] : want) want_keys.push_back(key);
+  for (int i = 0; i < 100; ++i) {
+    if (SharedRedis().Keys(ns + ":*") == want_keys) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+// A daemon with small limits, shared by the suite.
+class E2eLimits : public ::testing::Test {
+ protected:
+  static constexpr char kNs[] = "lim";
+  static void SetUpTestSuite() {
+    daemon_ = new DaemonProcess();
+    absl::Status started = daemon_->Start(
+        {"--redis", SharedRedis().url(), "--namespace", kNs, "--max-call-bytes", "1000000",
+         "--max-index-length", "100", "--max-leaves-per-call", "3", "--max-concurrent-streams",
+         "2", "--max-name-bytes", "16", "--max-path-bytes", "20", "--max-dicts", "1000",
+         "--idle-stream-timeout-ms", "800"});
+    ASSERT_TRUE(started.ok()) << started;
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  static Client NewClient() {
+    ClientOptions options;
+    options.retry_for = std::chrono::milliseconds(0);
+    return Client(daemon_->address(), options);
+  }
+  static DaemonProcess* daemon_;
+};
+DaemonProcess* E2eLimits::daemon_ = nullptr;
+
+TEST_F(E2eLimits, BytesPerCall) {
+  Client client = NewClient();
+  Dict td = client.create("bytes", {1000});
+  const auto before = Snapshot(kNs);
+  // 1000 x 250 float32 = 1,000,000 bytes: exactly the limit, allowed.
+  td.set("ok", at::rand({1000, 250}));
+  // One byte per row more is refused, and nothing is written.
+  const auto with_ok = Snapshot(kNs);
+  Error e = ErrorOf([&] { td.set("big", at::zeros({1000, 251})); });
+  EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+  EXPECT_TRUE(Contains(e.message(), "--max-call-bytes")) << e.what();
+  EXPECT_EQ(Snapshot(kNs), with_ok);
+  EXPECT_NE(before, with_ok);
+  // A read of two leaves that together pass the limit is refused whole.
+  td.set("ok2", at::rand({1000, 10}));
+  e = ErrorOf([&] { td.get_many({Key("ok"), Key("ok2")}); });
+  EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+  EXPECT_EQ(td.get("ok").numel(), 250000);
+}
+
+TEST_F(E2eLimits, IndexLength) {
+  Client client = NewClient();
+  Dict td = client.create("index", {1000});
+  td.set("x", at::arange(1000));
+  const auto before = Snapshot(kNs);
+  EXPECT_EQ(td.index(Index(at::arange(100))).at("x").numel(), 100);
+  Error e = ErrorOf([&] { td.index(Index(at::arange(101))); });
+  EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+  EXPECT_TRUE(Contains(e.message(), "--max-index-length")) << e.what();
+  e = ErrorOf([&] { td.set_index(Index(at::arange(101)), "x", at::zeros({101}, at::kLong)); });
+  EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+  // A mask counts its length.
+  e = ErrorOf([&] { td.index(Index(at::ones({1000}, at::kBool))); });
+  EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+  EXPECT_EQ(Snapshot(kNs), before);
+}
+
+TEST_F(E2eLimits, LeavesPerCall) {
+  Client client = NewClient();
+  Dict td = client.create("leaves", {2});
+  const auto before = Snapshot(kNs);
+  std::map<Key, at::Tensor> four;
+  for (const char* name : {"a", "b", "c", "d"}) four[Key(name)] = at::zeros({2});
+  Error e = ErrorOf([&] { td.update(four); });
+  EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+  EXPECT_TRUE(Contains(e.message(), "--max-leaves-per-call")) << e.what();
+  std::vector<Client::LeafSpec> schema;
+  for (const char* name : {"a", "b", "c", "d"}) schema.push_back({Key(name), at::kFloat, {}});
+  e = ErrorOf([&] { client.create("schema4", {2}, schema); });
+  EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+  EXPECT_EQ(Snapshot(kNs), before);
+  four.erase(Key("d"));
+  td.update(four);  // three is fine
+  e = ErrorOf([&] { td.get_many({Key("a"), Key("b"), Key("c"), Key("a")}); });
+  EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+}
+
+TEST_F(E2eLimits, NameAndPathLengths) {
+  Client client = NewClient();
+  const auto before = Snapshot(kNs);
+  Error e = ErrorOf([&] { client.create("seventeen-chars-x", {2}); });
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.what();
+  EXPECT_TRUE(Contains(e.message(), "--max-name-bytes")) << e.what();
+  Dict td = client.create("paths", {2});
+  const auto with_dict = Snapshot(kNs);
+  // "abcdefghij/klmnopqrst" is 21 bytes written a/b.
+  e = ErrorOf([&] { td.set({"abcdefghij", "klmnopqrst"}, at::zeros({2})); });
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.what();
+  EXPECT_TRUE(Contains(e.message(), "--max-path-bytes")) << e.what();
+  e = ErrorOf([&] { td.get({"abcdefghij", "klmnopqrst"}); });
+  EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.what();
+  EXPECT_EQ(Snapshot(kNs), with_dict);
+  EXPECT_NE(Snapshot(kNs), before);
+  td.set({"abcdefghi", "klmnopqrst"}, at::zeros({2}));  // 20 bytes: fine
+}
+
+// Opens a WriteLeaves stream with a raw stub, sends part of a leaf, and
+// then does nothing — a client that hangs mid-write.
+struct StalledWriter {
+  grpc::ClientContext context;
+  v1::WriteLeavesResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::WriteChunk>> writer;
+
+  StalledWriter(v1::TdStore::Stub& stub, const std::string& dict, const std::string& leaf) {
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    writer = stub.WriteLeaves(&context, &response);
+    v1::WriteChunk chunk;
+    chunk.mutable_begin()->set_dict(dict);
+    writer->Write(chunk);
+    v1::LeafHeader* h = chunk.mutable_header();
+    h->mutable_path()->add_components(leaf);
+    h->set_dtype(v1::UINT8);
+    h->add_shape(4);
+    h->add_shape(100000);
+    h->set_byte_size(400000);
+    writer->Write(chunk);
+    chunk.set_data(std::string(100000, 'x'));
+    writer->Write(chunk);
+  }
+};
+
+TEST_F(E2eLimits, StalledWritersAreCancelledAndDoNotBlockOthers) {
+  Client client = NewClient();
+  Dict td = client.create("stall", {4});
+  const auto before = Snapshot(kNs);
+  auto stub = v1::TdStore::NewStub(
+      grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
+  const auto t0 = std::chrono::steady_clock::now();
+  StalledWriter first(*stub, "stall", "s1");
+  StalledWriter second(*stub, "stall", "s2");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  // Both stream slots are taken: a third stream is refused at once...
+  Error e = ErrorOf([&] { td.set("x", at::zeros({4})); });
+  EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+  EXPECT_TRUE(Contains(e.message(), "--max-concurrent-streams")) << e.what();
+  // ...while unary calls go on.
+  EXPECT_EQ(td.batch_size(), std::vector<int64_t>{4});
+  EXPECT_EQ(client.list().empty(), false);
+
+  // The idle timeout (800 ms) cancels both stalled streams.
+  grpc::Status s1 = first.writer->Finish();
+  grpc::Status s2 = second.writer->Finish();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(s1.error_code(), grpc::StatusCode::CANCELLED) << s1.error_message();
+  EXPECT_EQ(s2.error_code(), grpc::StatusCode::CANCELLED) << s2.error_message();
+  EXPECT_GE(waited, 0.7);
+  EXPECT_LT(waited, 5.0);
+  // Nothing of theirs stays in Redis, and streams are served again.
+  EXPECT_TRUE(SettlesTo(kNs, before)) << "a cancelled write left keys behind";
+  td.set("x", at::ones({4}));
+  EXPECT_TRUE(at::equal(td.get("x"), at::ones({4})));
+}
+
+// A client that asks for a large leaf and then stops reading: gRPC flow
+// control stops tdstored's sends, tdstored does not buffer the leaf, and
+// the idle timeout ends the call.
+TEST(E2eLimitsMemory, StalledReaderHoldsLittleMemoryAndIsCancelled) {
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon
+                  .Start({"--redis", SharedRedis().url(), "--namespace", "limmem",
+                          "--idle-stream-timeout-ms", "1500"})
+                  .ok());
+  {
+    Client client(daemon.address());
+    Dict td = client.create("big", {64});
+    td.set("x", at::rand({64, 256 * 1024}));  // 64 MiB
+    const int64_t idle_rss = ResidentBytes(daemon.pid());
+
+    auto stub = v1::TdStore::NewStub(
+        grpc::CreateChannel(daemon.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::ReadLeavesRequest request;
+    request.set_dict("big");
+    auto reader = stub->ReadLeaves(&context, request);
+    v1::ReadChunk chunk;
+    ASSERT_TRUE(reader->Read(&chunk));  // ReadBegin; then we stop reading
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    const int64_t stalled_rss = ResidentBytes(daemon.pid());
+    EXPECT_LT(stalled_rss - idle_rss, 24 << 20)
+        << "tdstored buffered " << (stalled_rss - idle_rss) << " bytes for a stalled reader";
+
+    // Meanwhile another client is served.
+    EXPECT_EQ(td.batch_size(), std::vector<int64_t>{64});
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    // The stream was cancelled: draining it ends with CANCELLED well before
+    // the 64 MiB could have arrived.
+    int64_t received = 0;
+    while (reader->Read(&chunk)) received += static_cast<int64_t>(chunk.data().size());
+    grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED) << status.error_message();
+    EXPECT_LT(received, 64 << 20);
+    client.drop("big");
+  }
+  EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();
+}
+
+TEST(E2eLimitsQuota, DictsPerNamespace) {
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon
+                  .Start({"--redis", SharedRedis().url(), "--namespace", "limq", "--max-dicts",
+                          "2"})
+                  .ok());
+  {
+    ClientOptions options;
+    options.retry_for = std::chrono::milliseconds(0);
+    Client client(daemon.address(), options);
+    client.create("one", {1});
+    client.create("two", {1});
+    Error e = ErrorOf([&] { client.create("three", {1}); });
+    EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+    EXPECT_TRUE(Contains(e.message(), "--max-dicts")) << e.what();
+    EXPECT_EQ(client.list(), (std::vector<std::string>{"one", "two"}));
+    client.drop("one");
+    client.create("three", {1});
+    client.drop("two");
+    client.drop("three");
+  }
+  EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();
+}
+
+}  // namespace
+}  // namespace tdstore::testing
