@@ -91,6 +91,12 @@ absl::StatusOr<AccessControl> AccessControl::Parse(std::string_view text) {
     }
     out.grants_.push_back(std::move(grant));
   }
+  // No grant would mean no check at all (enabled() is false): a tokens file
+  // emptied by mistake must not open the door to everyone.
+  if (out.grants_.empty()) {
+    return absl::InvalidArgumentError(
+        "tokens file holds no token: every caller would be allowed everything");
+  }
   return out;
 }
 

@@ -49,7 +49,8 @@ class AccessControl {
 
   // Parses a tokens file's text. INVALID_ARGUMENT naming the line (not the
   // token) for a malformed line, a token shorter than 16 characters, or a
-  // token listed twice.
+  // token listed twice; INVALID_ARGUMENT too for a file with no token at all
+  // (it would silently turn access control off).
   static absl::StatusOr<AccessControl> Parse(std::string_view text);
 
   bool enabled() const { return !grants_.empty(); }

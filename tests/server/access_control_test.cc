@@ -47,6 +47,9 @@ TEST(AccessControl, MalformedFilesNameTheLineNotTheToken) {
       {"long-enough-token-0123 rw a/\nlong-enough-token-0123 ro b/\n", "line 2"},
       {"long-enough-token-0123 rw ,\n", "line 1"},
   };
+  // A file with no token would turn access control off: refused.
+  EXPECT_EQ(AccessControl::Parse("# nothing yet\n\n").status().code(),
+            absl::StatusCode::kInvalidArgument);
   for (const auto& [text, line] : cases) {
     auto ac = AccessControl::Parse(text);
     ASSERT_FALSE(ac.ok()) << text;
