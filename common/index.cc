@@ -257,15 +257,22 @@ std::vector<int64_t> SliceOffsets(const KeptDim& kept) {
 absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& batch_shape,
                                            int64_t max_cells) {
   if (absl::Status s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
-  if (!CheckedNumel(batch_shape)) {
+  const std::optional<int64_t> batch_numel = CheckedNumel(batch_shape);
+  if (!batch_numel) {
     return absl::InvalidArgumentError(
         StrCat("batch shape ", ShapeToString(batch_shape), " is too large"));
   }
   const int64_t rank = static_cast<int64_t>(batch_shape.size());
   if (absl::Status s = CheckTerms(index, rank); !s.ok()) return s;
 
-  std::vector<int64_t> strides(rank, 1);
-  for (int64_t d = rank - 1; d > 0; --d) strides[d - 1] = strides[d] * batch_shape[d];
+  // C-order strides, in cells. A batch with a dim of 0 has no cells, and no
+  // cell offset is ever computed for it (its result is empty or an error);
+  // its strides stay 0, since the product of its other dims may overflow
+  // ([0, 2^62, 4]).
+  std::vector<int64_t> strides(rank, *batch_numel > 0 ? 1 : 0);
+  if (*batch_numel > 0) {
+    for (int64_t d = rank - 1; d > 0; --d) strides[d - 1] = strides[d] * batch_shape[d];
+  }
 
   int64_t specified = 0;
   for (const IndexTerm& term : index) specified += term.kind != IndexTerm::Kind::kEllipsis;

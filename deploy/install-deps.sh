@@ -6,10 +6,13 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libhiredis-dev libabsl-dev libtorch-dev
+  libhiredis-dev libabsl-dev libtorch-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools
   python3 python3-numpy
+  zlib1g-dev
+  docker-compose python3-yaml  # deploy/check.sh validates the deploy files
+  clang-14 libclang-rt-14-dev  # tests/fuzz: clang and its libFuzzer/ASan/UBSan runtimes
 )
 
 missing=()

@@ -298,6 +298,29 @@ TEST(ResolveIndexTest, RejectsBadBatchShapes) {
   EXPECT_EQ(ResolveCode({}, {INT64_MAX, 2}), StatusCode::kInvalidArgument);
 }
 
+// Found by tests/fuzz (fuzz_index_planner, fuzz_request_validators): a batch
+// with a dim of 0 is valid however large its other dims, but multiplying
+// those into strides overflowed int64 (undefined behaviour; the inputs are
+// in tests/fuzz/regressions/). Such a batch has no cells: every index gives
+// an empty result or an error.
+TEST(ResolveIndexTest, EmptyBatchWithHugeDims) {
+  constexpr int64_t kHuge = int64_t{1} << 62;
+  const Shape batch = {0, kHuge, 2, 5};
+  EXPECT_EQ(ResolveCode({I(-1)}, batch), StatusCode::kOutOfRange);
+
+  ResolvedIndex r = Resolve({E(), I(1), I(-1)}, batch);
+  EXPECT_EQ(r.result_shape, (Shape{0, kHuge}));
+  EXPECT_TRUE(r.cells.empty());
+
+  r = Resolve({All(), I(kHuge - 1), P({1, 0})}, batch);
+  EXPECT_EQ(r.result_shape, (Shape{0, 2, 5}));
+  EXPECT_TRUE(r.cells.empty());
+
+  r = Resolve({E()}, {10, 31, 0, 0, 0, 1125899906842623, 10, 4, 18, 3099, 2});
+  EXPECT_EQ(r.result_shape, (Shape{10, 31, 0, 0, 0, 1125899906842623, 10, 4, 18, 3099, 2}));
+  EXPECT_TRUE(r.cells.empty());
+}
+
 // ---------------------------------------------------------------------------
 // PlanRuns and SplitRuns
 
