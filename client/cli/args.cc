@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "common/shape.h"
+
 namespace tdstore::cli {
 namespace {
 
@@ -16,6 +18,15 @@ const std::map<std::string, std::string>& ValueOptions() {
       {"-o", "output"},
       {"--index", "index"},
       {"--index-file", "index-file"},
+  };
+  return *options;
+}
+
+// Options taking no value, by every spelling -> canonical name.
+const std::map<std::string, std::string>& FlagOptions() {
+  static const auto* options = new std::map<std::string, std::string>{
+      {"--quiet", "quiet"},
+      {"-q", "quiet"},
   };
   return *options;
 }
@@ -49,6 +60,13 @@ CommandLine ParseCommandLine(int argc, char** argv) {
     }
     const size_t eq = arg.find('=');
     const std::string spelling = arg.substr(0, eq);
+    if (auto flag = FlagOptions().find(spelling); flag != FlagOptions().end()) {
+      if (eq != std::string::npos) throw UsageError("option '" + spelling + "' takes no value");
+      if (!line.options.emplace(flag->second, "").second) {
+        throw UsageError("option '" + spelling + "' given twice");
+      }
+      continue;
+    }
     auto known = ValueOptions().find(spelling);
     if (known == ValueOptions().end()) throw UsageError("unknown option '" + spelling + "'");
     std::string value;
@@ -93,6 +111,28 @@ int64_t ParseCount(const std::string& text, const std::string& what) {
     throw UsageError(what + " must be a non-negative integer, got '" + text + "'");
   }
   return value;
+}
+
+std::optional<std::vector<int64_t>> BatchSizeOption(const CommandLine& line) {
+  std::optional<std::string> text = line.option("batch-size");
+  if (!text) return std::nullopt;
+  absl::StatusOr<Shape> batch_size = ShapeFromCsv(*text);
+  if (!batch_size.ok()) {
+    throw UsageError("bad --batch-size '" + *text + "': " +
+                     std::string(batch_size.status().message()));
+  }
+  return *batch_size;
+}
+
+CreateOptions CreateOptionsOf(const CommandLine& line) {
+  CreateOptions options;
+  if (auto rows = line.option("rows-per-block")) {
+    options.rows_per_block = ParseCount(*rows, "--rows-per-block");
+  }
+  if (auto bytes = line.option("part-bytes")) {
+    options.part_bytes = ParseCount(*bytes, "--part-bytes");
+  }
+  return options;
 }
 
 }  // namespace tdstore::cli

@@ -1,7 +1,8 @@
 // The tdstore command line, split into command, operands and options.
 //
 // Options may come anywhere after the program name, as "--name value",
-// "--name=value" or, for -o, "-o value"; "--" ends them. Which options a
+// "--name=value" or, for -o, "-o value"; flags (--quiet, -q) take no value;
+// "--" ends them. Which options a
 // command accepts is checked by the command table in main.cc.
 #ifndef TDSTORE_CLIENT_CLI_ARGS_H_
 #define TDSTORE_CLIENT_CLI_ARGS_H_
@@ -47,6 +48,17 @@ Key ParseLeafPath(const std::string& text);
 
 // A non-negative integer option value; UsageError naming `what` otherwise.
 int64_t ParseCount(const std::string& text, const std::string& what);
+
+// --batch-size DIMS ("100,4"; "" for no batch dims) if given; UsageError if
+// malformed.
+std::optional<std::vector<int64_t>> BatchSizeOption(const CommandLine& line);
+
+// --rows-per-block N and --part-bytes N; 0 (the server's default) for each
+// one absent. UsageError if malformed.
+CreateOptions CreateOptionsOf(const CommandLine& line);
+
+// --quiet / -q: no progress bar.
+inline bool Quiet(const CommandLine& line) { return line.option("quiet").has_value(); }
 
 }  // namespace tdstore::cli
 

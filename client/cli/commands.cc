@@ -6,6 +6,8 @@
 
 #include "client/cli/index_arg.h"
 #include "client/cli/npy_file.h"
+#include "client/cli/progress.h"
+#include "client/cli/table.h"
 #include "client/src/scalar_type.h"
 #include "common/dtype.h"
 #include "common/shape.h"
@@ -35,19 +37,7 @@ void PrintLeafTable(const std::vector<LeafInfo>& leaves, const std::string& inde
     rows.push_back({leaf.path.str(), DTypeText(leaf.dtype), ShapeToString(leaf.shape),
                     std::to_string(leaf.byte_size)});
   }
-  std::vector<size_t> widths(4, 0);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  for (const auto& row : rows) {
-    out << indent;
-    for (size_t c = 0; c < row.size(); ++c) {
-      const bool last = c + 1 == row.size();
-      out << row[c];
-      if (!last) out << std::string(widths[c] - row[c].size() + 2, ' ');
-    }
-    out << '\n';
-  }
+  PrintTable(rows, indent, out);
 }
 
 bool IsStrictPrefix(const Key& prefix, const Key& path) {
@@ -59,21 +49,9 @@ bool IsStrictPrefix(const Key& prefix, const Key& path) {
 }  // namespace
 
 void RunCreate(Client& client, const CommandLine& line, std::ostream& /*out*/) {
-  std::optional<std::string> batch = line.option("batch-size");
-  if (!batch) throw UsageError("create needs --batch-size DIMS (--batch-size= for none)");
-  absl::StatusOr<Shape> batch_size = ShapeFromCsv(*batch);
-  if (!batch_size.ok()) {
-    throw UsageError("bad --batch-size '" + *batch + "': " +
-                     std::string(batch_size.status().message()));
-  }
-  CreateOptions options;
-  if (auto rows = line.option("rows-per-block")) {
-    options.rows_per_block = ParseCount(*rows, "--rows-per-block");
-  }
-  if (auto bytes = line.option("part-bytes")) {
-    options.part_bytes = ParseCount(*bytes, "--part-bytes");
-  }
-  client.create(line.operands[0], *batch_size, options);
+  std::optional<std::vector<int64_t>> batch_size = BatchSizeOption(line);
+  if (!batch_size) throw UsageError("create needs --batch-size DIMS (--batch-size= for none)");
+  client.create(line.operands[0], *batch_size, CreateOptionsOf(line));
 }
 
 void RunList(Client& client, const CommandLine& line, std::ostream& out) {
@@ -106,12 +84,16 @@ void RunPut(Client& client, const CommandLine& line, std::ostream& /*out*/) {
   const std::optional<Index> index = IndexOption(line);
   const MappedNpy file(line.operands[2]);
   Dict dict = client.open(line.operands[0]);
+  const int64_t bytes = static_cast<int64_t>(file.tensor().nbytes());
+  Progress progress(bytes, bytes >= kLargeFileBytes && ProgressWanted(Quiet(line)));
   if (index) {
     // td[index] = file: its shape must equal or broadcast to the selection.
     dict.set_index(*index, path, file.tensor());
   } else {
     dict.set(path, file.tensor());
   }
+  progress.Add(bytes);
+  progress.Finish();
 }
 
 void RunGet(Client& client, const CommandLine& line, std::ostream& /*out*/) {
@@ -121,7 +103,9 @@ void RunGet(Client& client, const CommandLine& line, std::ostream& /*out*/) {
   const std::optional<Index> index = IndexOption(line);
   Dict dict = client.open(line.operands[0]);
   // Refuse before downloading what could not be written anyway.
+  int64_t bytes = 0;
   for (const LeafInfo& leaf : dict.describe().leaves) {
+    if (leaf.path == path) bytes = leaf.byte_size;
     if (leaf.path == path && leaf.dtype == at::ScalarType::BFloat16) {
       throw CliError("leaf '" + path.str() +
                      "' is bfloat16, which .npy cannot hold (NumPy has no bfloat16 dtype)");
@@ -133,7 +117,13 @@ void RunGet(Client& client, const CommandLine& line, std::ostream& /*out*/) {
     }
   }
   if (!index) {
-    WriteNpy(*output, dict.get(path));
+    // A bar only for the whole leaf: how many bytes an index selects is
+    // known only once they arrive.
+    Progress progress(bytes, bytes >= kLargeFileBytes && ProgressWanted(Quiet(line)));
+    const at::Tensor leaf = dict.get(path);
+    progress.Add(bytes);
+    WriteNpy(*output, leaf);
+    progress.Finish();
     return;
   }
   const LocalDict selected = dict.index(*index, {path});

@@ -12,6 +12,7 @@
 
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
+#include "client/cli/data_commands.h"
 #include "tdstore/client.h"
 
 namespace tdstore::cli {
@@ -36,15 +37,29 @@ Commands:
                               write PATH[IDX] only, reading just those rows
   rm NAME [PATH]              delete the dict, or one leaf or nested dict of it
   server                      the daemon's version and Redis back end (node count)
+  import NAME FILE [--batch-size DIMS] [--rows-per-block N] [--part-bytes N]
+                              create dict NAME from a .safetensors or .npz file;
+                              the batch size is --batch-size, else the one the
+                              file records, else the leading dims all tensors share
+  export NAME FILE            write every leaf to FILE.safetensors or FILE.npz
+  cp SRC DST                  copy a dict: batch size, block layout, every leaf
+  stats [NAME]                the server and every dict's leaves and bytes; or
+                              one dict's leaves, bytes, blocks and Redis values
 
 Indices (over the batch dims, as Python writes them; quote them for the shell):
   3   -1   3:10:2   ::3   :   ...   [1,5,9]   [[0,1],[2,3]]   [True,False,True]
   and tuples of these over several batch dims: 2,1:5   ...,0   [0,2],:
   IDX.npy holds integer positions (any shape) or a 1-D bool mask.
 
+File tensor names are leaf paths with '.' (.safetensors) or '/' (.npz) between
+components: model.layer0.w <-> model/layer0/w; .npz member next/obs.npy <-> next/obs.
+Inside a component, write the separator as \. (or \/) and a backslash as \\.
+
 Options:
   --addr ADDR   tdstored address, host:port or unix:///path
                 (default: $TDSTORE_ADDR, else 127.0.0.1:50051)
+  -q, --quiet   no progress bar (import, export, cp, and put/get of files of
+                64 MiB or more draw one on stderr when it is a terminal)
   -h, --help    show this help
 
 Exit status: 0 on success, 1 on error, 2 on a malformed command line.
@@ -56,7 +71,7 @@ struct CommandSpec {
   const char* name;
   size_t min_operands;
   size_t max_operands;
-  std::vector<std::string> options;  // besides --addr
+  std::vector<std::string> options;  // besides --addr and --quiet
   RunFn run;
 };
 
@@ -69,6 +84,10 @@ const std::vector<CommandSpec>& Commands() {
       {"get", 2, 2, {"output", "index", "index-file"}, RunGet},
       {"rm", 1, 2, {}, RunRemove},
       {"server", 0, 0, {}, RunServer},
+      {"import", 2, 2, {"batch-size", "rows-per-block", "part-bytes"}, RunImport},
+      {"export", 2, 2, {}, RunExport},
+      {"cp", 2, 2, {}, RunCopy},
+      {"stats", 0, 1, {}, RunStats},
   };
   return *commands;
 }
@@ -82,8 +101,9 @@ const CommandSpec& FindCommand(const CommandLine& line) {
   if (n < it->min_operands) throw UsageError("too few arguments for '" + line.command + "'");
   if (n > it->max_operands) throw UsageError("too many arguments for '" + line.command + "'");
   for (const auto& [option, value] : line.options) {
-    const bool allowed = option == "addr" || std::find(it->options.begin(), it->options.end(),
-                                                       option) != it->options.end();
+    const bool allowed =
+        option == "addr" || option == "quiet" ||
+        std::find(it->options.begin(), it->options.end(), option) != it->options.end();
     if (!allowed) throw UsageError("'" + line.command + "' takes no option --" + option);
   }
   return *it;
