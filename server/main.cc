@@ -19,6 +19,9 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/daemon_config.h"
 #include "server/health_monitor.h"
+#include "server/log.h"
+#include "server/metrics/call_interceptor.h"
+#include "server/metrics/prometheus_metrics.h"
 #include "server/redis/embedded_redis.h"
 #include "server/redis/make_client.h"
 #include "server/service/tdstore_service.h"
@@ -30,8 +33,6 @@ extern char** environ;
 
 namespace tdstore {
 namespace {
-
-void Log(const std::string& line) { std::fprintf(stderr, "tdstored: %s\n", line.c_str()); }
 
 std::map<std::string, std::string> Environment() {
   std::map<std::string, std::string> env;
@@ -66,17 +67,31 @@ int Run(int argc, char** argv) {
 
   auto config = ParseDaemonConfig(argc - 1, argv + 1, Environment());
   if (!config.ok()) {
-    Log(std::string(config.status().message()));
+    LogError(std::string(config.status().message()));
     return 2;
   }
   if (config->help) {
     std::fputs(DaemonUsage().c_str(), stdout);
     return 0;
   }
+  LogLevel log_level = LogLevel::kInfo;
+  ParseLogLevel(config->log_level, &log_level);  // ParseDaemonConfig checked the name
+  SetLogLevel(log_level);
 
   // Files and sockets we create (the unix socket above all) are never
   // world-accessible, not even for the moment before chmod.
   umask(0007);
+
+  // --- Metrics first: the Redis client and the sweeper report to them. ------
+  std::unique_ptr<metrics::PrometheusMetrics> metrics_owner;
+  if (!config->metrics_listen.empty()) {
+    auto started = metrics::PrometheusMetrics::Start(config->metrics_listen, TDSTORE_VERSION);
+    if (!started.ok()) {
+      LogError(std::string(started.status().message()));
+      return 1;
+    }
+    metrics_owner = *std::move(started);
+  }
 
   // --- Redis: the given one, or our own embedded child. ---------------------
   std::unique_ptr<redis::EmbeddedRedis> embedded;
@@ -87,20 +102,22 @@ int Run(int argc, char** argv) {
     options.data_dir = config->data_dir;
     auto started = redis::EmbeddedRedis::Start(options);
     if (!started.ok()) {
-      Log("cannot start the embedded redis-server: " + started.status().ToString());
+      LogError("cannot start the embedded redis-server: " + started.status().ToString());
       return 1;
     }
     embedded = *std::move(started);
     redis_url = "unix://" + embedded->address().path;
-    Log("started embedded redis-server (pid " + std::to_string(embedded->pid()) + ") at " +
+    LogInfo("started embedded redis-server (pid " + std::to_string(embedded->pid()) + ") at " +
         embedded->address().Redacted() +
         (config->data_dir.empty() ? " without persistence" : " persisting to " + config->data_dir));
   }
   // The embedded Redis has no password: TDSTORE_REDIS_PASSWORD is for --redis.
+  redis::ConnectOptions connect_options;
+  connect_options.events = metrics_owner.get();  // null: no metrics
   auto redis_owner = redis::MakeRedisClient(
-      redis_url, embedded ? std::string() : config->redis_password, redis::ConnectOptions{});
+      redis_url, embedded ? std::string() : config->redis_password, connect_options);
   if (!redis_owner.ok()) {
-    Log("--redis: " + std::string(redis_owner.status().message()));
+    LogError("--redis: " + std::string(redis_owner.status().message()));
     return 2;
   }
   redis::RedisClient& redis_client = **redis_owner;
@@ -113,7 +130,7 @@ int Run(int argc, char** argv) {
     text << in.rdbuf();
     auto access = service::AccessControl::Parse(text.str());
     if (!in || !access.ok()) {
-      Log("--tokens-file " + config->tokens_file + ": " +
+      LogError("--tokens-file " + config->tokens_file + ": " +
           (in ? std::string(access.status().message()) : "cannot read"));
       return 2;
     }
@@ -121,7 +138,7 @@ int Run(int argc, char** argv) {
   }
 
   store::DictStore store(&redis_client, config->store);
-  store::Sweeper sweeper(&store);
+  store::Sweeper sweeper(&store, metrics_owner.get());
   sweeper.Start(config->sweep_interval);
   service::TdStoreService service(&store, &redis_client, std::move(service_options));
 
@@ -157,10 +174,17 @@ int Run(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(4 << 20);
   builder.SetMaxSendMessageSize(4 << 20);
   builder.RegisterService(&service);
+  // Per-call metrics and the debug call log, outside the handlers.
+  if (metrics_owner != nullptr || LogEnabled(LogLevel::kDebug)) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(std::make_unique<metrics::CallInterceptorFactory>(
+        metrics_owner.get(), std::vector<std::string>{v1::TdStore::service_full_name()}));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || (!config->listen.empty() && tcp_port == 0)) {
-    Log("cannot listen on " + (config->listen.empty() ? "unix:" + config->unix_socket
-                                                       : config->listen));
+    LogError("cannot listen on " + (config->listen.empty() ? "unix:" + config->unix_socket
+                                                            : config->listen));
     return 1;
   }
   if (!config->unix_socket.empty()) chmod(config->unix_socket.c_str(), 0660);
@@ -168,7 +192,8 @@ int Run(int argc, char** argv) {
   // Health: NOT_SERVING until Redis answers, and whenever it stops.
   HealthMonitor health(&redis_client, server->GetHealthCheckService(),
                        [](bool healthy, const std::string& reason) {
-                         Log(healthy ? "Redis is reachable: SERVING (" + reason + ")"
+                         Log(healthy ? LogLevel::kInfo : LogLevel::kWarning,
+                             healthy ? "Redis is reachable: SERVING (" + reason + ")"
                                      : "Redis is unreachable: NOT_SERVING (" + reason + ")");
                        });
   health.Start();
@@ -181,7 +206,7 @@ int Run(int argc, char** argv) {
   if (!config->unix_socket.empty()) addresses += "unix://" + config->unix_socket + "\n";
   std::string shown = addresses.substr(0, addresses.size() - 1);
   std::replace(shown.begin(), shown.end(), '\n', ' ');
-  Log("serving on " + shown + " with " + redis_client.Describe() +
+  LogInfo("serving on " + shown + " with " + redis_client.Describe() +
       (config->tls_cert_pem.empty() ? ", plaintext"
                                     : config->tls_client_ca_pem.empty() ? ", TLS" : ", mutual TLS") +
       (config->tokens_file.empty() ? ", no tokens" : ", bearer tokens required"));
@@ -189,19 +214,27 @@ int Run(int argc, char** argv) {
     const std::string host = config->listen.substr(0, config->listen.rfind(':'));
     const bool loopback = host == "127.0.0.1" || host == "localhost" || host == "[::1]";
     if (!loopback && (config->tls_cert_pem.empty() || config->tokens_file.empty())) {
-      Log("warning: listening on " + config->listen +
+      LogWarning("listening on " + config->listen +
           " beyond loopback without both TLS and tokens: anyone who can reach it can read "
           "and write every dict");
     }
   }
+  if (metrics_owner != nullptr) {
+    // Last line of the ready file: tests find a port picked with :0 there.
+    const std::string host = config->metrics_listen.substr(0, config->metrics_listen.rfind(':'));
+    const std::string url =
+        "http://" + host + ":" + std::to_string(metrics_owner->port()) + "/metrics";
+    LogInfo("metrics on " + url);
+    addresses += "metrics " + url + "\n";
+  }
   if (!config->ready_file.empty() && !WriteReadyFile(config->ready_file, addresses)) {
-    Log("cannot write --ready-file " + config->ready_file);
+    LogError("cannot write --ready-file " + config->ready_file);
   }
 
   // --- Wait for SIGTERM/SIGINT, then drain. ----------------------------------
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  Log(std::string("got ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+  LogInfo(std::string("got ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
       ", finishing in-flight calls");
   health.Stop();
   server->Shutdown(std::chrono::system_clock::now() + config->shutdown_grace);
@@ -209,7 +242,7 @@ int Run(int argc, char** argv) {
   sweeper.Stop();
   if (embedded) embedded->Stop();
   if (!config->unix_socket.empty()) unlink(config->unix_socket.c_str());
-  Log("stopped");
+  LogInfo("stopped");
   return 0;
 }
 

@@ -11,6 +11,11 @@ namespace {
 const std::map<std::string, std::string>& ValueOptions() {
   static const auto* options = new std::map<std::string, std::string>{
       {"--addr", "addr"},
+      {"--token-file", "token-file"},
+      {"--tls-ca", "tls-ca"},
+      {"--tls-cert", "tls-cert"},
+      {"--tls-key", "tls-key"},
+      {"--tls-server-name", "tls-server-name"},
       {"--batch-size", "batch-size"},
       {"--rows-per-block", "rows-per-block"},
       {"--part-bytes", "part-bytes"},
@@ -26,6 +31,7 @@ const std::map<std::string, std::string>& ValueOptions() {
 const std::map<std::string, std::string>& FlagOptions() {
   static const auto* options = new std::map<std::string, std::string>{
       {"--quiet", "quiet"},
+      {"--tls", "tls"},
       {"-q", "quiet"},
   };
   return *options;

@@ -12,13 +12,13 @@
 
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
+#include "client/cli/connection_options.h"
 #include "client/cli/data_commands.h"
 #include "tdstore/client.h"
 
 namespace tdstore::cli {
 namespace {
 
-constexpr char kDefaultAddress[] = "127.0.0.1:50051";
 
 constexpr char kUsage[] = R"(usage: tdstore [--addr ADDR] COMMAND [ARGS...]
 
@@ -58,6 +58,16 @@ Inside a component, write the separator as \. (or \/) and a backslash as \\.
 Options:
   --addr ADDR   tdstored address, host:port or unix:///path
                 (default: $TDSTORE_ADDR, else 127.0.0.1:50051)
+  --token-file FILE      bearer token for a tdstored with --tokens-file
+                         (default: $TDSTORE_TOKEN_FILE; or the token itself
+                         in $TDSTORE_TOKEN)
+  --tls                  connect with TLS, trusting the system's CAs
+  --tls-ca FILE          connect with TLS, trusting this PEM CA ($TDSTORE_TLS_CA)
+  --tls-cert FILE, --tls-key FILE
+                         client certificate for mutual TLS
+                         ($TDSTORE_TLS_CERT, $TDSTORE_TLS_KEY)
+  --tls-server-name NAME the name tdstored's certificate carries, if not
+                         the address' host ($TDSTORE_TLS_SERVER_NAME)
   -q, --quiet   no progress bar (import, export, cp, and put/get of files of
                 64 MiB or more draw one on stderr when it is a terminal)
   -h, --help    show this help
@@ -71,7 +81,7 @@ struct CommandSpec {
   const char* name;
   size_t min_operands;
   size_t max_operands;
-  std::vector<std::string> options;  // besides --addr and --quiet
+  std::vector<std::string> options;  // besides the connection options and --quiet
   RunFn run;
 };
 
@@ -101,18 +111,13 @@ const CommandSpec& FindCommand(const CommandLine& line) {
   if (n < it->min_operands) throw UsageError("too few arguments for '" + line.command + "'");
   if (n > it->max_operands) throw UsageError("too many arguments for '" + line.command + "'");
   for (const auto& [option, value] : line.options) {
+    const auto& global = ConnectionOptionNames();
     const bool allowed =
-        option == "addr" || option == "quiet" ||
+        option == "quiet" || std::find(global.begin(), global.end(), option) != global.end() ||
         std::find(it->options.begin(), it->options.end(), option) != it->options.end();
     if (!allowed) throw UsageError("'" + line.command + "' takes no option --" + option);
   }
   return *it;
-}
-
-std::string Address(const CommandLine& line) {
-  if (auto addr = line.option("addr")) return *addr;
-  const char* env = std::getenv("TDSTORE_ADDR");
-  return env != nullptr && *env != '\0' ? env : kDefaultAddress;
 }
 
 // Server messages may hold newlines; the contract is one line per error.
@@ -134,7 +139,7 @@ int Main(int argc, char** argv) {
       return 0;
     }
     const CommandSpec& command = FindCommand(line);
-    Client client(Address(line));
+    Client client(AddressOf(line), ClientOptionsOf(line));
     command.run(client, line, std::cout);
     std::cout.flush();
     if (!std::cout) return Fail("cannot write to stdout", 1);

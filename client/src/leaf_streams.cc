@@ -283,8 +283,13 @@ LocalDict ReadLeaves(const Client::Impl& impl, const std::string& dict,
     grpc::Status status = ReadOnce(impl, request, exact_leaf, stream, &out);
     if (status.ok()) return out;
     // ABORTED: a leaf was replaced while it streamed; a new attempt reads the
-    // new generation whole.
-    if (status.error_code() == grpc::StatusCode::ABORTED && aborted++ < kReadRetries) continue;
+    // new generation whole. The first few at once; then with backoff within
+    // the retry window, so a many-leaf read still finishes while some of its
+    // leaves are replaced several times a second.
+    if (status.error_code() == grpc::StatusCode::ABORTED) {
+      if (aborted++ < kReadRetries || retry.Backoff()) continue;
+      impl.Fail(status);
+    }
     // UNAVAILABLE: tdstored or Redis briefly unreachable; reads are safe to
     // repeat.
     if (!retry.Again(status, Retrier::kIdempotent, stream.context)) impl.Fail(status);

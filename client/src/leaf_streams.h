@@ -26,7 +26,8 @@ void WriteLeaves(const Client::Impl& impl, const std::string& dict,
 
 // Reads every leaf under `paths` (all of the dict when empty). A read that
 // the server aborts because a leaf was replaced under it (ABORTED) is retried
-// from the start, up to kReadRetries times.
+// from the start: kReadRetries times at once, then with backoff while
+// ClientOptions::retry_for lasts.
 //
 // `exact_leaf`, when set, is the one path requested by Dict::get: a stream
 // that carries anything else means the path is a nested dict, and the read

@@ -21,6 +21,10 @@ bool Retrier::Again(const grpc::Status& status, Safety safety,
                     const grpc::ClientContext& attempt) {
   if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
   if (safety == kOnlyIfNothingApplied && !NothingApplied(attempt)) return false;
+  return Backoff();
+}
+
+bool Retrier::Backoff() {
   if (std::chrono::system_clock::now() + backoff_ >= retry_until_) return false;
   std::this_thread::sleep_for(backoff_);
   backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds(1000));

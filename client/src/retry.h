@@ -41,6 +41,11 @@ class Retrier {
   // the backoff, which this call then sleeps. False otherwise.
   bool Again(const grpc::Status& status, Safety safety, const grpc::ClientContext& attempt);
 
+  // Sleeps the next backoff and returns true if the retry window has time
+  // left for it; false (without sleeping) otherwise. For failures other
+  // than UNAVAILABLE that the caller knows are worth another attempt.
+  bool Backoff();
+
  private:
   std::chrono::system_clock::time_point deadline_;
   std::chrono::system_clock::time_point retry_until_;

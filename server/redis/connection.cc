@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/time.h>
 
+#include <cctype>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -46,6 +47,31 @@ std::string Where(const redisContext* ctx) {
          std::to_string(ctx->tcp.port);
 }
 
+// The sink of a connection nobody observes.
+RedisNodeEvents* NoEvents() {
+  static RedisNodeEvents* const none = new RedisNodeEvents();
+  return none;
+}
+
+// The node's name for RedisEvents: "host:port" or the socket path, never
+// the credentials.
+std::string NodeName(const RedisAddress& address) {
+  if (address.kind == RedisAddress::Kind::kUnix) return address.path;
+  return address.host + ":" + std::to_string(address.port);
+}
+
+// SCRIPT LOAD, in any letter case.
+bool IsScriptLoad(absl::Span<const std::string_view> argv) {
+  auto equals = [](std::string_view a, std::string_view upper) {
+    if (a.size() != upper.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::toupper(static_cast<unsigned char>(a[i])) != upper[i]) return false;
+    }
+    return true;
+  };
+  return argv.size() >= 2 && equals(argv[0], "SCRIPT") && equals(argv[1], "LOAD");
+}
+
 // Runs one command during Open(), before the Connection exists.
 absl::StatusOr<Reply> Handshake(redisContext* ctx, const std::string& where,
                                 const std::vector<std::string_view>& argv) {
@@ -75,8 +101,20 @@ absl::Status HandshakeError(const std::string& where, std::string_view step, con
 
 }  // namespace
 
+Connection::Connection(redisContext* ctx) : ctx_(ctx), events_(NoEvents()) {}
+
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const RedisAddress& address,
                                                              const ConnectOptions& options) {
+  RedisNodeEvents* events =
+      options.events != nullptr ? options.events->ForNode(NodeName(address)) : NoEvents();
+  absl::StatusOr<std::unique_ptr<Connection>> conn = Connect(address, options);
+  events->OnConnect(conn.ok());
+  if (conn.ok()) (*conn)->events_ = events;  // from now on OnClose is due
+  return conn;
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const RedisAddress& address,
+                                                                const ConnectOptions& options) {
   IgnoreSigpipeOnce();
   // A non-positive connect timeout means "no timeout" (hiredis would treat
   // a zero timeval as "give up immediately").
@@ -137,9 +175,11 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const RedisAddress&
 
 Connection::~Connection() {
   if (ctx_ != nullptr) redisFree(ctx_);
+  events_->OnClose();
 }
 
 absl::Status Connection::TransportError(std::string_view what) {
+  if (!broken_) events_->OnTransportError();  // once: later calls just repeat it
   broken_ = true;
   return absl::UnavailableError(Where(ctx_) + ": " + std::string(what) + ": " +
                                 (ctx_->err != 0 ? ctx_->errstr : "connection broken"));
@@ -153,7 +193,9 @@ absl::StatusOr<Reply> Connection::Call(absl::Span<const std::string_view> argv) 
                                          " pipelined replies not yet read");
   }
   if (absl::Status s = Append(argv); !s.ok()) return s;
-  return GetReply();
+  absl::StatusOr<Reply> reply = GetReply();
+  if (reply.ok() && !reply->is_error() && IsScriptLoad(argv)) events_->OnScriptLoad();
+  return reply;
 }
 
 absl::Status Connection::Append(absl::Span<const std::string_view> argv) {
@@ -224,6 +266,7 @@ absl::StatusOr<Reply> Connection::GetReply() {
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return TransportError("read");
   --pending_;
+  events_->OnReply();
   return Reply(static_cast<redisReply*>(raw));
 }
 

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "server/redis/redis_address.h"
+#include "server/redis/redis_events.h"
 #include "server/redis/reply.h"
 
 struct redisContext;
@@ -29,6 +30,10 @@ struct ConnectOptions {
   std::chrono::milliseconds connect_timeout{2000};
   // Read/write timeout of every command; a stuck Redis turns into UNAVAILABLE.
   std::chrono::milliseconds io_timeout{30000};
+  // Told about connects, replies, transport errors and script loads
+  // (redis_events.h); null: nobody is. Not owned; must outlive every
+  // connection opened with these options.
+  RedisEvents* events = nullptr;
 };
 
 class Connection {
@@ -36,6 +41,8 @@ class Connection {
   // Connects, then AUTH (when the address has a password) and SELECT (when
   // db != 0). UNAVAILABLE if Redis cannot be reached; PERMISSION_DENIED or
   // UNAUTHENTICATED if AUTH fails. Messages never contain the password.
+  // Reports the attempt, and later this connection's traffic, to
+  // options.events.
   static absl::StatusOr<std::unique_ptr<Connection>> Open(const RedisAddress& address,
                                                           const ConnectOptions& options);
   ~Connection();
@@ -72,10 +79,15 @@ class Connection {
   absl::Status WaitReplicas(int replicas, std::chrono::milliseconds timeout);
 
  private:
-  explicit Connection(redisContext* ctx) : ctx_(ctx) {}
+  explicit Connection(redisContext* ctx);
+  // Open() without the reporting.
+  static absl::StatusOr<std::unique_ptr<Connection>> Connect(const RedisAddress& address,
+                                                             const ConnectOptions& options);
   absl::Status TransportError(std::string_view what);
 
   redisContext* ctx_;
+  // Where this connection reports; a no-op sink until Open() succeeded.
+  RedisNodeEvents* events_;
   int pending_ = 0;
   bool broken_ = false;
 };

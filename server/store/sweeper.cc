@@ -1,54 +1,55 @@
 #include "server/store/sweeper.h"
 
-#include <cstdio>
-
 #include "absl/strings/numbers.h"
 #include "common/str_cat.h"
+#include "server/log.h"
 #include "server/store/lua_scripts.h"
 #include "server/store/redis_errors.h"
 
 namespace tdstore::store {
 
 absl::StatusOr<int> Sweeper::SweepOnce(int64_t now_ms) {
+  int generations = 0;
+  int deletions = 0;
+  absl::Status status = SweepAll(now_ms, &generations, &deletions);
+  if (observer_ != nullptr) observer_->OnSweep(generations, deletions, status.ok());
+  if (!status.ok()) return status;
+  return generations + deletions;
+}
+
+absl::Status Sweeper::SweepAll(int64_t now_ms, int* generations, int* deletions) {
   // One dict's trouble (an unreachable master, a malformed record) must not
   // stop the others from being swept: remember the first error, go on.
   absl::Status first_error;
-  int removed = 0;
   auto deleting = store_->ListDeletingIds();
   if (!deleting.ok()) return deleting.status();
   for (const std::string& id : *deleting) {
     // A dict deletion that was cut short: finish it.
     absl::Status s = store_->FinishDelete(id);
-    if (s.ok()) ++removed;
+    if (s.ok()) ++*deletions;
     else if (first_error.ok()) first_error = s;
   }
   auto ids = store_->ListDictIds();
   if (!ids.ok()) return ids.status();
   for (const std::string& id : *ids) {
-    auto n = SweepDict(id, now_ms);
-    if (absl::IsNotFound(n.status())) continue;  // deleted meanwhile
-    if (!n.ok()) {
-      if (first_error.ok()) first_error = n.status();
-      continue;
-    }
-    removed += *n;
+    absl::Status s = SweepDict(id, now_ms, generations);
+    if (absl::IsNotFound(s)) continue;  // deleted meanwhile
+    if (!s.ok() && first_error.ok()) first_error = s;
   }
-  if (!first_error.ok()) return first_error;
-  return removed;
+  return first_error;
 }
 
-absl::StatusOr<int> Sweeper::SweepDict(const std::string& id, int64_t now_ms) {
+absl::Status Sweeper::SweepDict(const std::string& id, int64_t now_ms, int* removed) {
   const std::string pending_key = store_->keys().Pending(id);
   auto reply = store_->redis().Call(pending_key, {"HGETALL", pending_key});
   if (!reply.ok()) return reply.status();
   if (auto s = ReplyStatus(*reply, "read pending writes"); !s.ok()) return s;
   std::vector<std::string> fields = StringArray(*reply);
-  if (fields.empty()) return 0;
+  if (fields.empty()) return absl::OkStatus();
 
   auto schema = store_->LoadDictById(id);
   if (!schema.ok()) return schema.status();
 
-  int removed = 0;
   for (size_t i = 0; i + 1 < fields.size(); i += 2) {
     const std::string& gen_text = fields[i];
     const std::string& value = fields[i + 1];
@@ -73,9 +74,9 @@ absl::StatusOr<int> Sweeper::SweepDict(const std::string& id, int64_t now_ms) {
     auto dropped = store_->redis().Eval(GetScripts().claim_pending, {pending_key},
                                         {gen_text, leased, ""});
     if (!dropped.ok()) return dropped.status();
-    ++removed;
+    ++*removed;
   }
-  return removed;
+  return absl::OkStatus();
 }
 
 void Sweeper::Start(std::chrono::milliseconds interval) {
@@ -92,9 +93,9 @@ void Sweeper::Start(std::chrono::milliseconds interval) {
       auto n = SweepOnce(now);
       // Redis may be down for a while; the next pass tries again.
       if (!n.ok()) {
-        std::fprintf(stderr, "tdstored: sweep failed: %s\n", n.status().ToString().c_str());
+        LogWarning(StrCat("sweep failed: ", n.status().ToString()));
       } else if (*n > 0) {
-        std::fprintf(stderr, "tdstored: swept %d abandoned generation(s)\n", *n);
+        LogInfo(StrCat("swept ", *n, " abandoned generation(s) and unfinished dict deletion(s)"));
       }
       lock.lock();
     }

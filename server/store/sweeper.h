@@ -14,7 +14,8 @@
 // Several daemons may sweep the same Redis; claims keep them from fighting.
 //
 // Thread-safe. Start() runs SweepOnce on a background thread every
-// `interval` until Stop() or destruction.
+// `interval` until Stop() or destruction, and logs what it removed or why it
+// failed.
 #ifndef TDSTORE_SERVER_STORE_SWEEPER_H_
 #define TDSTORE_SERVER_STORE_SWEEPER_H_
 
@@ -29,9 +30,23 @@
 
 namespace tdstore::store {
 
+// Told what each pass did (for tdstored's metrics). Called on the thread
+// running SweepOnce; implementations must be thread-safe if several
+// sweepers share one.
+class SweepObserver {
+ public:
+  virtual ~SweepObserver() = default;
+  // After each SweepOnce: the abandoned generations whose blocks it deleted,
+  // the dict deletions it finished, and whether it met an error (the counts
+  // then cover the work done before and after the error).
+  virtual void OnSweep(int generations, int deletions, bool ok) = 0;
+};
+
 class Sweeper {
  public:
-  explicit Sweeper(DictStore* store) : store_(store) {}
+  // `observer` may be null; not owned, must outlive the sweeper.
+  explicit Sweeper(DictStore* store, SweepObserver* observer = nullptr)
+      : store_(store), observer_(observer) {}
   ~Sweeper() { Stop(); }
 
   // One pass over every dict; returns how many generations (and unfinished
@@ -43,9 +58,13 @@ class Sweeper {
   void Stop();
 
  private:
-  absl::StatusOr<int> SweepDict(const std::string& id, int64_t now_ms);
+  // SweepOnce's work; counts what it removed, also when it fails midway.
+  absl::Status SweepAll(int64_t now_ms, int* generations, int* deletions);
+  // Adds the generations it removed to *removed, also when it fails midway.
+  absl::Status SweepDict(const std::string& id, int64_t now_ms, int* removed);
 
   DictStore* const store_;
+  SweepObserver* const observer_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

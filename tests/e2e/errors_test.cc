@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "tdstore/client.h"
+#include "tests/e2e/expect_error.h"
 #include "tests/support/daemon_process.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/tensor_testing.h"
@@ -15,16 +16,6 @@
 namespace tdstore::testing {
 namespace {
 
-// The Error `call` throws; a test failure (and a kOk Error) if none.
-Error ErrorOf(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "call succeeded";
-  return Error(StatusCode::kOk, "no error");
-}
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

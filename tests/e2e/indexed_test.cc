@@ -26,6 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tdstore/client.h"
+#include "tests/e2e/expect_error.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 #include "tests/e2e/cli_testing.h"
 #include "tests/support/daemon_process.h"
@@ -141,17 +142,6 @@ std::string Show(const Index& index) {
   }
   out << "]";
   return out.str();
-}
-
-// The Error `call` throws; a test failure (and a kOk Error) if none.
-Error ErrorOf(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "call succeeded";
-  return Error(StatusCode::kOk, "no error");
 }
 
 // Every Redis key of a dict of the shared daemon, with its DUMP: equal

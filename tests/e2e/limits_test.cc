@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "tdstore/client.h"
+#include "tests/e2e/expect_error.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/support/daemon_process.h"
@@ -19,15 +20,6 @@
 namespace tdstore::testing {
 namespace {
 
-Error ErrorOf(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "call succeeded";
-  return Error(StatusCode::kOk, "no error");
-}
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -65,7 +65,15 @@ absl::Status DaemonProcess::Start(const std::vector<std::string>& args,
     // tdstored writes the file whole (temp file + rename): once it exists,
     // it is complete.
     if (std::filesystem::exists(ready_file)) {
-      addresses_ = ReadLines(ready_file);
+      addresses_.clear();
+      metrics_url_.clear();
+      for (std::string& line : ReadLines(ready_file)) {
+        if (line.rfind("metrics ", 0) == 0) {
+          metrics_url_ = line.substr(8);
+        } else {
+          addresses_.push_back(std::move(line));
+        }
+      }
       if (!addresses_.empty()) {
         address_ = addresses_.front();
         return absl::OkStatus();

@@ -7,7 +7,8 @@
 //
 // Start() adds `--listen 127.0.0.1:0 --ready-file <dir>/ready` to the given
 // flags and waits until tdstored writes the ready file, whose lines are the
-// addresses it serves (TCP first, then the unix socket if any). The child's
+// addresses it serves (TCP first, then the unix socket if any; with
+// --metrics-listen a last line "metrics http://HOST:PORT/metrics"). The child's
 // stdout and stderr go to <dir>/tdstored.log; it dies with the thread that
 // started it (PR_SET_PDEATHSIG), so drive it from the test's main thread.
 // The destructor stops it and removes its directory.
@@ -44,8 +45,11 @@ class DaemonProcess {
 
   // First line of the ready file: the TCP address, "127.0.0.1:PORT".
   const std::string& address() const { return address_; }
-  // Every line of the ready file ("unix:///path" for --unix-socket).
+  // The gRPC addresses of the ready file ("unix:///path" for --unix-socket):
+  // every line but the metrics one.
   const std::vector<std::string>& addresses() const { return addresses_; }
+  // With --metrics-listen: "http://HOST:PORT/metrics"; else empty.
+  const std::string& metrics_url() const { return metrics_url_; }
   // A private directory for this daemon (its log; a place for a socket).
   const std::string& dir() const { return dir_; }
   // The last lines of the daemon's log, for failure messages.
@@ -57,6 +61,7 @@ class DaemonProcess {
   pid_t pid_ = -1;
   std::string address_;
   std::vector<std::string> addresses_;
+  std::string metrics_url_;
 };
 
 }  // namespace tdstore::testing

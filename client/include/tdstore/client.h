@@ -133,8 +133,9 @@ struct ClientOptions {
   //     again leaves the same state) always;
   //   - create, delete, rename and leaf deletion only when tdstored says the
   //     failed attempt changed nothing.
-  // Zero disables retries (a read racing a leaf replacement is still retried
-  // up to 3 times on ABORTED).
+  // Zero disables these retries (a read racing a leaf replacement is still
+  // retried 3 times at once on ABORTED; within retry_for, further times with
+  // backoff).
   std::chrono::milliseconds retry_for{std::chrono::seconds(30)};
 
   // Access control (docs/security.md). A bearer token sent with every call
@@ -308,8 +309,9 @@ class Dict {
   //
   // Reads (get, get_many, to_local) return each leaf whole at one
   // generation. When a leaf is replaced while it streams, the server ends the
-  // read with ABORTED and the read starts again, up to 3 times; ABORTED
-  // reaches the caller only if the leaf keeps changing that fast.
+  // read with ABORTED and the read starts again: 3 times at once, then with
+  // backoff while ClientOptions::retry_for lasts; ABORTED reaches the caller
+  // only if leaves keep changing that fast for that long.
   LocalDict to_local();
   // td[index]: every leaf (or those under `paths`) at the indexed batch
   // shape, in one call, moving only the selected bytes. Errors: OUT_OF_RANGE
