@@ -44,6 +44,21 @@ std::map<std::string, std::string> Environment() {
   return env;
 }
 
+// Reads and parses --tokens-file; the error names the file and the line,
+// never a token.
+absl::StatusOr<service::AccessControl> LoadTokens(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError("--tokens-file " + path + ": cannot read");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto access = service::AccessControl::Parse(text.str());
+  if (!access.ok()) {
+    return absl::InvalidArgumentError("--tokens-file " + path + ": " +
+                                      std::string(access.status().message()));
+  }
+  return access;
+}
+
 // Writes atomically (temp file + rename) so a watcher never reads half.
 bool WriteReadyFile(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -62,6 +77,7 @@ int Run(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // not a stop: reloads --tokens-file
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -125,13 +141,9 @@ int Run(int argc, char** argv) {
   service::ServiceOptions service_options;
   service_options.limits = config->limits;
   if (!config->tokens_file.empty()) {
-    std::ifstream in(config->tokens_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto access = service::AccessControl::Parse(text.str());
-    if (!in || !access.ok()) {
-      LogError("--tokens-file " + config->tokens_file + ": " +
-          (in ? std::string(access.status().message()) : "cannot read"));
+    auto access = LoadTokens(config->tokens_file);
+    if (!access.ok()) {
+      LogError(std::string(access.status().message()));
       return 2;
     }
     service_options.access = *std::move(access);
@@ -231,9 +243,23 @@ int Run(int argc, char** argv) {
     LogError("cannot write --ready-file " + config->ready_file);
   }
 
-  // --- Wait for SIGTERM/SIGINT, then drain. ----------------------------------
+  // --- Wait for SIGTERM/SIGINT, then drain; SIGHUP reloads the tokens. -------
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
+    if (config->tokens_file.empty()) {
+      LogWarning("got SIGHUP: no --tokens-file to reload");
+      continue;
+    }
+    // A file that no longer parses keeps the grants in force: a typo must
+    // neither lock everyone out nor let everyone in.
+    auto access = LoadTokens(config->tokens_file);
+    if (!access.ok()) {
+      LogError("got SIGHUP: keeping the current tokens: " + std::string(access.status().message()));
+      continue;
+    }
+    service.ReplaceAccessControl(*std::move(access));
+    LogInfo("got SIGHUP: reloaded " + config->tokens_file);
+  }
   LogInfo(std::string("got ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
       ", finishing in-flight calls");
   health.Stop();

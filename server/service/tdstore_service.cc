@@ -31,12 +31,25 @@ TdStoreService::TdStoreService(store::DictStore* store, redis::RedisClient* redi
     : store_(store),
       redis_(redis),
       limits_(options.limits),
-      access_(std::move(options.access)),
+      access_(std::make_shared<const AccessControl>(std::move(options.access))),
       streams_(options.limits.max_concurrent_streams, options.limits.idle_stream_timeout) {}
+
+void TdStoreService::ReplaceAccessControl(AccessControl access) {
+  auto replacement = std::make_shared<const AccessControl>(std::move(access));
+  std::lock_guard<std::mutex> lock(access_mu_);
+  access_ = std::move(replacement);
+}
+
+std::shared_ptr<const AccessControl> TdStoreService::CurrentAccess() const {
+  std::lock_guard<std::mutex> lock(access_mu_);
+  return access_;
+}
 
 grpc::Status TdStoreService::Admit(const grpc::ServerContext& ctx, std::string_view name,
                                    Access access) const {
-  auto grant = access_.Authenticate(ctx);
+  // `grants` keeps the Grant that Authenticate points into alive.
+  const std::shared_ptr<const AccessControl> grants = CurrentAccess();
+  auto grant = grants->Authenticate(ctx);
   if (!grant.ok()) return ToGrpc(grant.status());
   if (auto s = CheckDictName(limits_, name); !s.ok()) return ToGrpc(s);
   return ToGrpc(AccessControl::Authorize(*grant, name, access));
@@ -45,7 +58,7 @@ grpc::Status TdStoreService::Admit(const grpc::ServerContext& ctx, std::string_v
 grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
                                            const v1::GetServerInfoRequest*,
                                            v1::ServerInfo* resp) {
-  if (auto who = access_.Authenticate(*ctx); !who.ok()) return ToGrpc(who.status());
+  if (auto who = CurrentAccess()->Authenticate(*ctx); !who.ok()) return ToGrpc(who.status());
   resp->set_version(TDSTORE_VERSION);
   resp->set_backend(redis_->Describe());
   auto pongs = redis_->CallOnEveryMaster({"PING"});
@@ -114,7 +127,8 @@ grpc::Status TdStoreService::DescribeDict(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::ListDicts(grpc::ServerContext* ctx, const v1::ListDictsRequest*,
                                        v1::ListDictsResponse* resp) {
-  auto grant = access_.Authenticate(*ctx);
+  const std::shared_ptr<const AccessControl> grants = CurrentAccess();
+  auto grant = grants->Authenticate(*ctx);
   if (!grant.ok()) return ToGrpc(grant.status());
   auto names = store_->ListDicts();
   if (!names.ok()) return ToGrpc(names.status());

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <memory>
+#include <mutex>
 
 #include "common/path.h"
 #include "server/service/access_control.h"
@@ -51,6 +52,11 @@ class TdStoreService final : public v1::TdStore::Service {
   // GetServerInfo (the service never talks to Redis directly otherwise).
   TdStoreService(store::DictStore* store, redis::RedisClient* redis,
                  ServiceOptions options = {});
+
+  // Swaps in new token grants (tdstored reloads --tokens-file on SIGHUP).
+  // Calls admitted before keep the grants they were admitted with; every
+  // later call sees the new ones. Thread-safe.
+  void ReplaceAccessControl(AccessControl access);
 
   grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest* req,
                              v1::ServerInfo* resp) override;
@@ -96,8 +102,12 @@ class TdStoreService final : public v1::TdStore::Service {
 
   store::DictStore* const store_;
   redis::RedisClient* const redis_;
+  // The grants in force, replaced whole by ReplaceAccessControl.
+  std::shared_ptr<const AccessControl> CurrentAccess() const;
+
   const ServiceLimits limits_;
-  const AccessControl access_;
+  mutable std::mutex access_mu_;
+  std::shared_ptr<const AccessControl> access_;  // guarded by access_mu_
   StreamGuard streams_;
 };
 

@@ -14,6 +14,7 @@
 // daemons once for the whole suite: each start costs ~0.3 s.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -645,6 +646,52 @@ TEST(SecurityConfig, TokenIsNeverSentInTheClearBeyondLoopback) {
   tls.tls = true;
   EXPECT_NO_THROW({ Client client("10.1.2.3:50051", tls); });
   EXPECT_NO_THROW({ Client client("10.1.2.3:50051", ClientOptions()); });
+}
+
+// Tokens rotate without a restart: SIGHUP reloads --tokens-file; a file
+// that no longer parses keeps the tokens in force.
+TEST(SecurityConfig, SighupReloadsTheTokensFile) {
+  DaemonProcess daemon;
+  const std::string tokens = daemon.dir() + "/tokens";
+  WriteFile(tokens, std::string(kAdminToken) + " rw *\n");
+  ASSERT_TRUE(daemon
+                  .Start({"--redis", SharedRedis().url(), "--namespace", "sec-hup",
+                          "--tokens-file", tokens})
+                  .ok());
+  {
+    Client old_token(daemon.address(), WithToken(kAdminToken));
+    Client new_token(daemon.address(), WithToken(kTeamAToken));
+    EXPECT_NO_THROW(old_token.list());
+    EXPECT_EQ(ErrorOf([&] { new_token.list(); }).code(), StatusCode::kUnauthenticated);
+
+    WriteFile(tokens, std::string(kTeamAToken) + " rw team-a/\n");
+    ASSERT_EQ(kill(daemon.pid(), SIGHUP), 0);
+    bool swapped = false;
+    for (int i = 0; i < 100 && !swapped; ++i) {
+      try {
+        new_token.list();
+        swapped = true;
+      } catch (const Error&) {
+        std::this_thread::sleep_for(milliseconds(20));
+      }
+    }
+    EXPECT_TRUE(swapped) << daemon.LogTail();
+    EXPECT_EQ(ErrorOf([&] { old_token.list(); }).code(), StatusCode::kUnauthenticated);
+
+    // A broken file (no token at all) is refused; the team-a token stays.
+    WriteFile(tokens, "# emptied by mistake\n");
+    ASSERT_EQ(kill(daemon.pid(), SIGHUP), 0);
+    for (int i = 0; i < 100 && !Contains(ReadFile(daemon.dir() + "/tdstored.log"),
+                                         "keeping the current tokens");
+         ++i) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    EXPECT_TRUE(Contains(ReadFile(daemon.dir() + "/tdstored.log"), "keeping the current tokens"))
+        << daemon.LogTail();
+    EXPECT_NO_THROW(new_token.list());
+    EXPECT_FALSE(Contains(ReadFile(daemon.dir() + "/tdstored.log"), kTeamAToken));
+  }
+  EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();
 }
 
 TEST(SecurityConfig, RedisPasswordInTheUrlIsNeverShown) {
