@@ -8,6 +8,19 @@ namespace tdstore::service {
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
+  if (absl::IsPermissionDenied(status) || absl::IsUnauthenticated(status)) {
+    // From the store these codes mean Redis refused *tdstored's* credentials:
+    // an operator problem. Passed through, a client would take them for a
+    // refusal of its own token (access_control.h answers those with
+    // AccessToGrpc).
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "tdstored cannot use its Redis: " + std::string(status.message()));
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+grpc::Status AccessToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 

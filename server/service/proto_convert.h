@@ -17,8 +17,15 @@
 
 namespace tdstore::service {
 
-// absl and gRPC share code numbers; the message is passed through.
+// absl and gRPC share code numbers; the message is passed through. Except:
+// PERMISSION_DENIED and UNAUTHENTICATED, which from the store mean Redis
+// refused tdstored's own credentials, become FAILED_PRECONDITION ("tdstored
+// cannot use its Redis: ..."), so clients never mistake them for a refusal
+// of their token.
 grpc::Status ToGrpc(const absl::Status& status);
+
+// For access-control decisions (access_control.h): the code as it is.
+grpc::Status AccessToGrpc(const absl::Status& status);
 
 // INVALID_ARGUMENT for a path the store would reject (empty, too long, ...).
 absl::StatusOr<LeafPath> FromProto(const v1::Path& path);

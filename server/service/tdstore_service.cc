@@ -50,15 +50,17 @@ grpc::Status TdStoreService::Admit(const grpc::ServerContext& ctx, std::string_v
   // `grants` keeps the Grant that Authenticate points into alive.
   const std::shared_ptr<const AccessControl> grants = CurrentAccess();
   auto grant = grants->Authenticate(ctx);
-  if (!grant.ok()) return ToGrpc(grant.status());
+  if (!grant.ok()) return AccessToGrpc(grant.status());
   if (auto s = CheckDictName(limits_, name); !s.ok()) return ToGrpc(s);
-  return ToGrpc(AccessControl::Authorize(*grant, name, access));
+  return AccessToGrpc(AccessControl::Authorize(*grant, name, access));
 }
 
 grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
                                            const v1::GetServerInfoRequest*,
                                            v1::ServerInfo* resp) {
-  if (auto who = CurrentAccess()->Authenticate(*ctx); !who.ok()) return ToGrpc(who.status());
+  if (auto who = CurrentAccess()->Authenticate(*ctx); !who.ok()) {
+    return AccessToGrpc(who.status());
+  }
   resp->set_version(TDSTORE_VERSION);
   resp->set_backend(redis_->Describe());
   auto pongs = redis_->CallOnEveryMaster({"PING"});
@@ -129,7 +131,7 @@ grpc::Status TdStoreService::ListDicts(grpc::ServerContext* ctx, const v1::ListD
                                        v1::ListDictsResponse* resp) {
   const std::shared_ptr<const AccessControl> grants = CurrentAccess();
   auto grant = grants->Authenticate(*ctx);
-  if (!grant.ok()) return ToGrpc(grant.status());
+  if (!grant.ok()) return AccessToGrpc(grant.status());
   auto names = store_->ListDicts();
   if (!names.ok()) return ToGrpc(names.status());
   // A token sees only the dicts under its prefixes.

@@ -760,7 +760,10 @@ TEST(SecurityConfig, RedisPasswordFromFileWorksAndIsNeverShown) {
   {
     Client client(bad.address(), WithToken(""));
     Error e = ErrorOf([&] { client.list(); });
-    EXPECT_EQ(e.code(), StatusCode::kPermissionDenied) << e.what();
+    // Not PERMISSION_DENIED: that would read as a refusal of the caller's
+    // token. The operator's problem is named as such.
+    EXPECT_EQ(e.code(), StatusCode::kFailedPrecondition) << e.what();
+    EXPECT_TRUE(Contains(e.message(), "tdstored cannot use its Redis")) << e.what();
     EXPECT_TRUE(Contains(e.message(), "redis://:***@127.0.0.1:")) << e.what();
     EXPECT_FALSE(Contains(e.what(), wrong)) << e.what();
     EXPECT_FALSE(client.server_info().redis_ok);
