@@ -262,8 +262,15 @@ int Run(int argc, char** argv) {
   }
   LogInfo(std::string("got ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
       ", finishing in-flight calls");
+  // NOT_SERVING first, so load balancers and probes stop sending; then new
+  // calls are refused (retryable) while those in flight get the grace
+  // period; then the server shuts down without waiting on idle clients.
   health.Stop();
-  server->Shutdown(std::chrono::system_clock::now() + config->shutdown_grace);
+  service.StartDraining();
+  if (!service.WaitIdle(std::chrono::system_clock::now() + config->shutdown_grace)) {
+    LogWarning("calls still running after --shutdown-grace-ms: cancelling them");
+  }
+  server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
   sweeper.Stop();
   if (embedded) embedded->Stop();

@@ -1,6 +1,7 @@
 #include "server/service/tdstore_service.h"
 
 #include <map>
+#include <thread>
 
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
@@ -24,7 +25,29 @@ grpc::Status NothingApplied(grpc::ServerContext* ctx, const absl::Status& status
   return ToGrpc(status);
 }
 
+// A call that arrived after SIGTERM: nothing done, retry elsewhere or later.
+grpc::Status Draining(grpc::ServerContext* ctx) {
+  return NothingApplied(ctx, absl::UnavailableError("tdstored is shutting down"));
+}
+
 }  // namespace
+
+TdStoreService::CallScope::CallScope(TdStoreService* service)
+    : service_(service), refused_(service->draining_.load()) {
+  service_->in_flight_.fetch_add(1);
+}
+
+TdStoreService::CallScope::~CallScope() { service_->in_flight_.fetch_sub(1); }
+
+void TdStoreService::StartDraining() { draining_.store(true); }
+
+bool TdStoreService::WaitIdle(std::chrono::system_clock::time_point deadline) const {
+  while (in_flight_.load() > 0) {
+    if (std::chrono::system_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
 
 TdStoreService::TdStoreService(store::DictStore* store, redis::RedisClient* redis,
                                ServiceOptions options)
@@ -58,6 +81,8 @@ grpc::Status TdStoreService::Admit(const grpc::ServerContext& ctx, std::string_v
 grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
                                            const v1::GetServerInfoRequest*,
                                            v1::ServerInfo* resp) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   if (auto who = CurrentAccess()->Authenticate(*ctx); !who.ok()) {
     return AccessToGrpc(who.status());
   }
@@ -75,6 +100,8 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
                                         const v1::CreateDictRequest* req, v1::DictInfo* resp) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   if (auto s = Admit(*ctx, req->name(), Access::kWrite); !s.ok()) return s;
   if (auto s = CheckRequest(limits_, *req); !s.ok()) return ToGrpc(s);
   // Check the schema before creating anything: a rejected create writes
@@ -120,6 +147,8 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::DescribeDict(grpc::ServerContext* ctx,
                                           const v1::DescribeDictRequest* req, v1::DictInfo* resp) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   if (auto s = Admit(*ctx, req->name(), Access::kRead); !s.ok()) return s;
   auto schema = store_->LoadDict(req->name());
   if (!schema.ok()) return ToGrpc(schema.status());
@@ -129,6 +158,8 @@ grpc::Status TdStoreService::DescribeDict(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::ListDicts(grpc::ServerContext* ctx, const v1::ListDictsRequest*,
                                        v1::ListDictsResponse* resp) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   const std::shared_ptr<const AccessControl> grants = CurrentAccess();
   auto grant = grants->Authenticate(*ctx);
   if (!grant.ok()) return AccessToGrpc(grant.status());
@@ -144,12 +175,16 @@ grpc::Status TdStoreService::ListDicts(grpc::ServerContext* ctx, const v1::ListD
 grpc::Status TdStoreService::DeleteDict(grpc::ServerContext* ctx,
                                         const v1::DeleteDictRequest* req,
                                         v1::DeleteDictResponse*) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   if (auto s = Admit(*ctx, req->name(), Access::kWrite); !s.ok()) return s;
   return ToGrpc(store_->DeleteDict(req->name()));
 }
 
 grpc::Status TdStoreService::RenameDict(grpc::ServerContext* ctx,
                                         const v1::RenameDictRequest* req, v1::DictInfo* resp) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   // Both names must be the caller's: renaming moves data between prefixes.
   if (auto s = Admit(*ctx, req->name(), Access::kWrite); !s.ok()) return s;
   if (auto s = Admit(*ctx, req->new_name(), Access::kWrite); !s.ok()) return s;
@@ -162,6 +197,8 @@ grpc::Status TdStoreService::RenameDict(grpc::ServerContext* ctx,
 grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
                                          grpc::ServerReader<v1::WriteChunk>* reader,
                                          v1::WriteLeavesResponse* resp) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   auto lease = streams_.Enter(ctx);
   if (!lease.ok()) return NothingApplied(ctx, lease.status());
   v1::WriteChunk chunk;
@@ -279,6 +316,8 @@ const grpc::Status kClientGone(grpc::StatusCode::CANCELLED, "client went away");
 grpc::Status TdStoreService::ReadLeaves(grpc::ServerContext* ctx,
                                         const v1::ReadLeavesRequest* req,
                                         grpc::ServerWriter<v1::ReadChunk>* writer) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   if (auto s = Admit(*ctx, req->dict(), Access::kRead); !s.ok()) return s;
   if (auto s = CheckRequest(limits_, *req); !s.ok()) return ToGrpc(s);
   auto lease = streams_.Enter(ctx);
@@ -460,6 +499,8 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
 grpc::Status TdStoreService::DeleteLeaves(grpc::ServerContext* ctx,
                                           const v1::DeleteLeavesRequest* req,
                                           v1::DeleteLeavesResponse* resp) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   if (auto s = Admit(*ctx, req->dict(), Access::kWrite); !s.ok()) return s;
   if (auto s = CheckRequest(limits_, *req); !s.ok()) return NothingApplied(ctx, s);
   std::vector<LeafPath> paths;
@@ -476,6 +517,8 @@ grpc::Status TdStoreService::DeleteLeaves(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::ListKeys(grpc::ServerContext* ctx, const v1::ListKeysRequest* req,
                                       v1::ListKeysResponse* resp) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   if (auto s = Admit(*ctx, req->dict(), Access::kRead); !s.ok()) return s;
   auto schema = store_->LoadDict(req->dict());
   if (!schema.ok()) return ToGrpc(schema.status());
@@ -487,6 +530,8 @@ grpc::Status TdStoreService::ListKeys(grpc::ServerContext* ctx, const v1::ListKe
 
 grpc::Status TdStoreService::Exists(grpc::ServerContext* ctx, const v1::ExistsRequest* req,
                                     v1::ExistsResponse* resp) {
+  CallScope call(this);
+  if (call.refused()) return Draining(ctx);
   if (auto s = Admit(*ctx, req->dict(), Access::kRead); !s.ok()) return s;
   if (auto s = CheckPath(limits_, req->path()); !s.ok()) return ToGrpc(s);
   auto path = FromProto(req->path());

@@ -25,6 +25,8 @@
 
 #include <vector>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 
@@ -57,6 +59,16 @@ class TdStoreService final : public v1::TdStore::Service {
   // Calls admitted before keep the grants they were admitted with; every
   // later call sees the new ones. Thread-safe.
   void ReplaceAccessControl(AccessControl access);
+
+  // Shutting down without waiting on idle clients: after StartDraining()
+  // every new call is refused with UNAVAILABLE "tdstored is shutting down"
+  // (and `tdstore-applied: none`, so clients retry it elsewhere or later);
+  // WaitIdle() returns true once no call is in flight, false if `deadline`
+  // passes first. Then grpc::Server::Shutdown(now) cancels nothing and does
+  // not wait for idle connections — which an idle gRPC C++ client notices
+  // only every 5 s (its backup poller). Thread-safe.
+  void StartDraining();
+  bool WaitIdle(std::chrono::system_clock::time_point deadline) const;
 
   grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest* req,
                              v1::ServerInfo* resp) override;
@@ -102,6 +114,18 @@ class TdStoreService final : public v1::TdStore::Service {
 
   store::DictStore* const store_;
   redis::RedisClient* const redis_;
+  // Counts a handler in flight for its lifetime; refused() once draining.
+  class CallScope {
+   public:
+    explicit CallScope(TdStoreService* service);
+    ~CallScope();
+    bool refused() const { return refused_; }
+
+   private:
+    TdStoreService* const service_;
+    const bool refused_;
+  };
+
   // The grants in force, replaced whole by ReplaceAccessControl.
   std::shared_ptr<const AccessControl> CurrentAccess() const;
 
@@ -109,6 +133,8 @@ class TdStoreService final : public v1::TdStore::Service {
   mutable std::mutex access_mu_;
   std::shared_ptr<const AccessControl> access_;  // guarded by access_mu_
   StreamGuard streams_;
+  std::atomic<int> in_flight_{0};
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace tdstore::service

@@ -127,11 +127,8 @@ TEST(E2eErrors, NoDaemonIsUnavailable) {
 }
 
 // A daemon whose Redis goes away answers UNAVAILABLE (retryable), quickly,
-// and serves again once Redis is back.
-//
-// Clients live in an inner scope so they are gone before the daemon stops:
-// tdstored takes ~5 s to exit on SIGTERM while an idle client channel is
-// still connected.
+// and serves again once Redis is back. (Clients live in an inner scope so
+// they are gone before the daemon stops.)
 TEST(E2eErrors, RedisDownIsUnavailable) {
   RedisServerProcess redis;
   ASSERT_TRUE(redis.Start().ok());

@@ -19,6 +19,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -406,6 +408,63 @@ TEST(E2eRedisFaults, ClientRidesOutAShortOutage) {
     EXPECT_EQ(e->batch_size(), std::vector<int64_t>{1});
   }
   EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();
+}
+
+}  // namespace
+}  // namespace tdstore::testing
+
+namespace tdstore::testing {
+namespace {
+
+// SIGTERM: a write in flight finishes and is committed, a call arriving
+// meanwhile is refused UNAVAILABLE at once, and tdstored exits promptly even
+// though clients keep idle connections open (gRPC would otherwise wait for
+// them: an idle C++ channel looks at its socket only every 5 s).
+TEST(E2eShutdown, SigtermFinishesInFlightCallsAndDoesNotWaitForIdleClients) {
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start({"--redis", SharedRedis().url(), "--namespace", "term"}).ok());
+  ClientOptions no_retries;
+  no_retries.retry_for = std::chrono::milliseconds(0);
+  Client writer(daemon.address(), no_retries);
+  Client idle(daemon.address(), no_retries);
+  Dict td = writer.create("d", {64});
+  idle.list();  // connected, then idle
+  const at::Tensor big = at::rand({64, 512 * 1024});  // 128 MiB
+
+  std::string write_error;
+  std::thread write([&] {
+    try {
+      td.set("big", big);
+    } catch (const Error& e) {
+      write_error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the write is under way
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(daemon.pid(), SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // A new call while draining: refused at once, retryable.
+  try {
+    idle.list();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::kUnavailable) << e.what();
+  }
+  write.join();
+  EXPECT_EQ(write_error, "") << "the in-flight write was not allowed to finish";
+  EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();
+  const double stop_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(stop_s, 4.0) << "tdstored waited for idle clients";
+
+  // The write was committed: another tdstored on the same Redis reads it.
+  DaemonProcess again;
+  ASSERT_TRUE(again.Start({"--redis", SharedRedis().url(), "--namespace", "term"}).ok());
+  {
+    Client reader(again.address());
+    EXPECT_TRUE(at::equal(reader.open("d").get("big"), big));
+    reader.drop("d");
+  }
+  EXPECT_EQ(again.Stop(), 0) << again.LogTail();
 }
 
 }  // namespace
