@@ -4,8 +4,11 @@
 #ifndef TDSTORE_TESTS_FUZZ_FUZZ_CHECK_H_
 #define TDSTORE_TESTS_FUZZ_FUZZ_CHECK_H_
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+
+#include "common/shape.h"
 
 #define CHECK(cond)                                                                         \
   do {                                                                                      \
@@ -14,5 +17,18 @@
       std::abort();                                                                         \
     }                                                                                       \
   } while (0)
+
+// A reference numel for the targets' own checks, written independently of
+// the code under test: -1 if it overflows int64 (0 if any dim is 0).
+inline int64_t Numel(const tdstore::Shape& shape) {
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return -1;
+  }
+  return n;
+}
 
 #endif  // TDSTORE_TESTS_FUZZ_FUZZ_CHECK_H_

@@ -51,18 +51,6 @@ int64_t Dim(uint8_t raw, uint8_t digit) {
   return (raw & 0x80) ? kHuge[raw % 4] : digit % 8;
 }
 
-// numel, or -1 if it overflows int64 (0 if any dim is 0).
-int64_t Numel(const Shape& shape) {
-  for (int64_t d : shape) {
-    if (d == 0) return 0;
-  }
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (__builtin_mul_overflow(n, d, &n)) return -1;
-  }
-  return n;
-}
-
 void CheckResolved(const ResolvedIndex& r, const Shape& batch, int64_t cap) {
   const int64_t numel = Numel(r.result_shape);
   CHECK(numel >= 0 && numel <= cap);

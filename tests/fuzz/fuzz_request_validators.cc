@@ -48,18 +48,6 @@ void CheckToGrpc(const absl::Status& status) {
   CHECK(g.error_message() == std::string(status.message()));
 }
 
-// numel, or -1 if it overflows int64 (0 if any dim is 0).
-int64_t Numel(const Shape& shape) {
-  for (int64_t d : shape) {
-    if (d == 0) return 0;
-  }
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (__builtin_mul_overflow(n, d, &n)) return -1;
-  }
-  return n;
-}
-
 void CheckResolved(const tdstore::plan::IndexSpec& spec, const Shape& batch) {
   auto r = tdstore::plan::ResolveIndex(spec, batch, kMaxCells);
   if (!r.ok()) {
