@@ -1,10 +1,22 @@
-// Dict: the TensorDict-like calls on one dict, and LocalDict.
-#include "client/src/client_impl.h"
-#include "client/src/convert.h"
-#include "client/src/handle.h"
-#include "client/src/leaf_streams.h"
+// Dict (libtorch): the TensorDict-like calls on one dict, over core::Dict,
+// and LocalDict.
+#include <ATen/ATen.h>
+
+#include "client/src/tensor_bytes.h"
+#include "tdstore/client.h"
 
 namespace tdstore {
+namespace {
+
+// Reads `paths` (with the core's options) into a LocalDict.
+LocalDict ReadLocal(const core::Dict& dict, const std::vector<Key>& paths,
+                    const core::ReadOptions& options = {}) {
+  LocalDictSink sink;
+  dict.read(paths, sink, options);
+  return std::move(sink.result());
+}
+
+}  // namespace
 
 const at::Tensor& LocalDict::at(const Key& path) const {
   auto it = leaves.find(path);
@@ -15,21 +27,23 @@ const at::Tensor& LocalDict::at(const Key& path) const {
 }
 
 void Dict::set(const Key& path, const at::Tensor& value) {
-  WriteLeaves(*impl_, name_, {{path, value}});
+  TensorsToSend send({{path, value}});
+  core_.write(send.data);
 }
 
 void Dict::update(const std::map<Key, at::Tensor>& values) {
-  // Nothing to write is not worth a call (and has nothing to make visible).
-  if (values.empty()) return;
-  WriteLeaves(*impl_, name_, std::vector<std::pair<Key, at::Tensor>>(values.begin(), values.end()));
+  TensorsToSend send(std::vector<std::pair<Key, at::Tensor>>(values.begin(), values.end()));
+  core_.write(send.data);
 }
 
 at::Tensor Dict::get(const Key& path) {
-  LocalDict local = ReadLeaves(*impl_, name_, {path}, &path);
+  core::ReadOptions options;
+  options.exact_leaf = &path;
+  LocalDict local = ReadLocal(core_, {path}, options);
   auto it = local.leaves.find(path);
   if (it == local.leaves.end()) {
     // The server answers NOT_FOUND itself; this covers an empty answer.
-    throw Error(StatusCode::kNotFound, "no leaf '" + path.str() + "' in dict '" + name_ + "'");
+    throw Error(StatusCode::kNotFound, "no leaf '" + path.str() + "' in dict '" + name() + "'");
   }
   return it->second;
 }
@@ -41,40 +55,43 @@ LocalDict Dict::get_many(const std::vector<Key>& paths) {
     local.batch_size = batch_size();
     return local;
   }
-  return ReadLeaves(*impl_, name_, paths);
+  return ReadLocal(core_, paths);
 }
 
-LocalDict Dict::to_local() { return ReadLeaves(*impl_, name_, {}); }
+LocalDict Dict::to_local() { return ReadLocal(core_, {}); }
 
 LocalDict Dict::index(const Index& index, const std::vector<Key>& paths) {
-  v1::Index proto;
-  ToProto(index, &proto);
+  const core::Index terms = ToCoreIndex(index);
+  core::ReadOptions options;
+  options.index = &terms;
   // Unlike get_many, no paths means every leaf, as for to_local().
-  return ReadLeaves(*impl_, name_, paths, nullptr, &proto);
+  return ReadLocal(core_, paths, options);
 }
 
 void Dict::set_index(const Index& index, const std::map<Key, at::Tensor>& values,
                      SetIndexOptions options) {
-  // The index is checked even when there is nothing to write.
-  v1::Index proto;
-  ToProto(index, &proto);
-  if (values.empty()) return;
+  // The index is checked even when there is nothing to write (core::write).
+  const core::Index terms = ToCoreIndex(index);
   std::vector<std::pair<Key, at::Tensor>> leaves(values.begin(), values.end());
-  if (options.cast) {
+  if (options.cast && !leaves.empty()) {
     // Leaves that do not exist yet keep the value's dtype: the server
     // creates them with it.
-    const DictInfo info = describe();
+    const core::DictInfo info = core_.describe();
     for (auto& [path, value] : leaves) {
-      if (!value.defined()) continue;  // WriteLeaves names it
-      for (const LeafInfo& leaf : info.leaves) {
-        if (leaf.path == path && value.scalar_type() != leaf.dtype) {
-          value = value.to(leaf.dtype);
+      if (!value.defined()) continue;  // TensorsToSend names it
+      for (const core::LeafMeta& leaf : info.leaves) {
+        if (leaf.path == path) {
+          const at::ScalarType type = ScalarTypeOf(leaf.dtype, leaf.path);
+          if (value.scalar_type() != type) value = value.to(type);
           break;
         }
       }
     }
   }
-  WriteLeaves(*impl_, name_, leaves, &proto);
+  TensorsToSend send(leaves);
+  core::WriteOptions write;
+  write.index = &terms;
+  core_.write(send.data, write);
 }
 
 void Dict::set_index(const Index& index, const Key& path, const at::Tensor& value,
@@ -83,52 +100,29 @@ void Dict::set_index(const Index& index, const Key& path, const at::Tensor& valu
 }
 
 std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) {
-  v1::ListKeysRequest request;
-  request.set_dict(name_);
-  request.set_include_nested(include_nested);
-  request.set_leaves_only(leaves_only);
-  v1::ListKeysResponse response;
-  impl_->Call(&v1::TdStore::Stub::ListKeys, request, &response, Retrier::kIdempotent);
-  std::vector<Key> keys;
-  keys.reserve(response.keys_size());
-  for (const v1::Path& path : response.keys()) keys.push_back(FromProto(path));
-  return keys;
+  return core_.keys(include_nested, leaves_only);
 }
 
-bool Dict::contains(const Key& path) {
-  v1::ExistsRequest request;
-  request.set_dict(name_);
-  ToProto(path, request.mutable_path());
-  v1::ExistsResponse response;
-  impl_->Call(&v1::TdStore::Stub::Exists, request, &response, Retrier::kIdempotent);
-  return response.kind() != v1::ExistsResponse::ABSENT;
-}
+bool Dict::contains(const Key& path) { return core_.contains(path); }
 
-void Dict::erase(const Key& path) {
-  v1::DeleteLeavesRequest request;
-  request.set_dict(name_);
-  ToProto(path, request.add_paths());
-  v1::DeleteLeavesResponse response;
-  impl_->Call(&v1::TdStore::Stub::DeleteLeaves, request, &response,
-              Retrier::kOnlyIfNothingApplied);
-  // A server that treats an absent path as nothing to do still gets the
-  // documented NOT_FOUND.
-  if (response.deleted_size() == 0) {
-    throw Error(StatusCode::kNotFound, "no leaf or nested dict '" + path.str() + "' in dict '" +
-                                           name_ + "'");
-  }
-}
+void Dict::erase(const Key& path) { core_.erase(path); }
 
 DictInfo Dict::describe() {
-  v1::DescribeDictRequest request;
-  request.set_name(name_);
-  v1::DictInfo info;
-  impl_->Call(&v1::TdStore::Stub::DescribeDict, request, &info, Retrier::kIdempotent);
-  return FromProto(info);
+  const core::DictInfo info = core_.describe();
+  DictInfo out;
+  out.name = info.name;
+  out.id = info.id;
+  out.batch_size = info.batch_size;
+  out.leaves.reserve(info.leaves.size());
+  for (const core::LeafMeta& leaf : info.leaves) out.leaves.push_back(ToLeafInfo(leaf));
+  out.rows_per_block = info.rows_per_block;
+  out.part_bytes = info.part_bytes;
+  out.version = info.version;
+  return out;
 }
 
-std::vector<int64_t> Dict::batch_size() { return describe().batch_size; }
+std::vector<int64_t> Dict::batch_size() { return core_.describe().batch_size; }
 
-std::string Dict::handle() { return FormatHandle({impl_->address, name_, id_}); }
+std::string Dict::handle() { return core_.handle(); }
 
 }  // namespace tdstore

@@ -19,6 +19,10 @@
 // Data: tensors of any layout are sent as contiguous little-endian C-order
 // bytes (a non-contiguous input is made contiguous first). A received tensor
 // is allocated once at its final shape and each chunk is copied into place.
+//
+// This library is a thin layer over the torch-free core (tdstore/core.h),
+// which the CLI and the Python package share: it maps at::Tensor to the
+// core's (dtype, shape, bytes).
 #ifndef TDSTORE_CLIENT_CLIENT_H_
 #define TDSTORE_CLIENT_CLIENT_H_
 
@@ -34,61 +38,9 @@
 #include <string>
 #include <vector>
 
+#include "tdstore/core.h"  // Error, StatusCode, Key, ClientOptions, Slice, ...
+
 namespace tdstore {
-
-// Mirrors grpc::StatusCode (same numbers).
-enum class StatusCode : int {
-  kOk = 0,
-  kCancelled = 1,
-  kUnknown = 2,
-  kInvalidArgument = 3,
-  kDeadlineExceeded = 4,
-  kNotFound = 5,
-  kAlreadyExists = 6,
-  kPermissionDenied = 7,
-  kResourceExhausted = 8,
-  kFailedPrecondition = 9,
-  kAborted = 10,
-  kOutOfRange = 11,
-  kUnimplemented = 12,
-  kInternal = 13,
-  kUnavailable = 14,
-  kDataLoss = 15,
-  kUnauthenticated = 16,
-};
-
-// "NOT_FOUND", "INVALID_ARGUMENT", ...
-const char* StatusCodeName(StatusCode code);
-
-class Error : public std::runtime_error {
- public:
-  Error(StatusCode code, const std::string& message);
-  StatusCode code() const { return code_; }
-  // The server's (or the library's) message without the code prefix.
-  const std::string& message() const { return message_; }
-
- private:
-  StatusCode code_;
-  std::string message_;
-};
-
-// A leaf path: Key("obs"), Key({"next", "obs"}).
-class Key {
- public:
-  Key(const char* component) : parts_{component} {}
-  Key(std::string component) : parts_{std::move(component)} {}
-  Key(std::initializer_list<std::string> parts) : parts_(parts) {}
-  explicit Key(std::vector<std::string> parts) : parts_(std::move(parts)) {}
-
-  const std::vector<std::string>& parts() const { return parts_; }
-  // "next/obs", for display.
-  std::string str() const;
-  bool operator<(const Key& o) const { return parts_ < o.parts_; }
-  bool operator==(const Key& o) const { return parts_ == o.parts_; }
-
- private:
-  std::vector<std::string> parts_;
-};
 
 struct LeafInfo {
   Key path{std::vector<std::string>{}};
@@ -117,68 +69,12 @@ struct LocalDict {
   bool contains(const Key& path) const { return leaves.count(path) != 0; }
 };
 
-struct ClientOptions {
-  // Deadline of each call, from its start, retries included. Per call, not
-  // per client.
-  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
-  // Bytes per data chunk sent (at most 1 MiB, the protocol's limit).
-  int64_t chunk_bytes = 1 << 20;
-
-  // Retries. A call that fails UNAVAILABLE (tdstored or its Redis briefly
-  // unreachable) is tried again, with backoff from 50 ms doubling to 1 s,
-  // for at most `retry_for` after it started (and never past `timeout`),
-  // when repeating it is safe:
-  //   - reads (get, get_many, index, keys, contains, info, list, server_info)
-  //     and leaf writes (update, put, set_index: writing the same values
-  //     again leaves the same state) always;
-  //   - create, delete, rename and leaf deletion only when tdstored says the
-  //     failed attempt changed nothing.
-  // Zero disables these retries (a read racing a leaf replacement is still
-  // retried 3 times at once on ABORTED; within retry_for, further times with
-  // backoff).
-  std::chrono::milliseconds retry_for{std::chrono::seconds(30)};
-
-  // Access control (docs/security.md). A bearer token sent with every call
-  // (tdstored --tokens-file); empty: none. A token is never sent in the
-  // clear beyond this machine: with a token, a TCP address other than
-  // loopback requires TLS (INVALID_ARGUMENT otherwise).
-  std::string token;
-  // TLS: when `tls` is set, the channel is encrypted and tdstored's
-  // certificate must be signed by `tls_root_ca_pem` (PEM text; empty: the
-  // system's roots). For mutual TLS give the client's certificate and key.
-  bool tls = false;
-  std::string tls_root_ca_pem;
-  std::string tls_client_cert_pem;
-  std::string tls_client_key_pem;
-  // The name tdstored's certificate must carry, when it differs from the
-  // address' host (e.g. connecting by IP to a certificate for "tdstored").
-  std::string tls_server_name;
-};
-
-struct CreateOptions {
-  int64_t rows_per_block = 0;  // 0: server default
-  int64_t part_bytes = 0;      // 0: server default
-};
-
 // ---- Indices over batch dims: td.index({3, Slice(1, 5)}) ---------------------
 //
 // The semantics are torch's `t.index({...})` over the dict's batch dims:
 // ints select (and remove the dim), slices keep it, int64 tensors (any shape,
 // any order, duplicates) and 1-D bool masks are advanced indices that
 // broadcast together. Missing trailing dims mean ':'.
-
-// start:stop:step; std::nullopt bounds are omitted, negative ones count from
-// the end; step must be > 0 (INVALID_ARGUMENT otherwise).
-struct Slice {
-  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
-        int64_t step = 1)
-      : start(start), stop(stop), step(step) {}
-  std::optional<int64_t> start, stop;
-  int64_t step;
-};
-
-// `...`: as many ':' as needed.
-struct Ellipsis {};
 
 // One term of an Index.
 class IndexTerm {
@@ -264,12 +160,7 @@ class Client {
   // What the daemon serves from: its version, its Redis back end
   // ("standalone redis://host:port", "cluster of 3 masters (seeds ...)"),
   // the number of Redis masters, and whether they all answer PING now.
-  struct ServerInfo {
-    std::string version;
-    std::string backend;
-    int redis_masters = 0;
-    bool redis_ok = false;
-  };
+  using ServerInfo = core::ServerInfo;
   ServerInfo server_info();
   // Deletes a dict and all its data; NOT_FOUND if there is none.
   void drop(const std::string& name);
@@ -281,16 +172,16 @@ class Client {
   // is gone or was deleted and created again since.
   static Dict open_handle(const std::string& handle, ClientOptions options = {});
 
-  struct Impl;
+  // The torch-free client this one wraps (same channel).
+  const core::Client& core() const { return core_; }
 
  private:
-  friend class Dict;
-  std::shared_ptr<Impl> impl_;
+  core::Client core_;
 };
 
 class Dict {
  public:
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return core_.name(); }
 
   // Stores `value` at `path`, replacing any leaf there. Its leading dims must
   // equal batch_size() (INVALID_ARGUMENT naming both shapes otherwise).
@@ -347,13 +238,13 @@ class Dict {
   // "tdstore1|<address>|<name>|<id>", with the address this Client was given.
   std::string handle();
 
+  // The torch-free dict this one wraps.
+  const core::Dict& core() const { return core_; }
+
  private:
   friend class Client;
-  Dict(std::shared_ptr<Client::Impl> impl, std::string name, std::string id)
-      : impl_(std::move(impl)), name_(std::move(name)), id_(std::move(id)) {}
-  std::shared_ptr<Client::Impl> impl_;
-  std::string name_;
-  std::string id_;
+  explicit Dict(core::Dict core) : core_(std::move(core)) {}
+  core::Dict core_;
 };
 
 }  // namespace tdstore

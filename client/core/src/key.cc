@@ -1,5 +1,5 @@
 // Key: a leaf path, and how it is shown to people.
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore {
 

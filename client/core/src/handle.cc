@@ -1,6 +1,6 @@
-#include "client/src/handle.h"
+#include "client/core/src/handle.h"
 
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore {
 namespace {

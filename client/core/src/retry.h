@@ -8,15 +8,15 @@
 //   }
 //
 // One Retrier per call; not thread-safe (a call runs on one thread).
-#ifndef TDSTORE_CLIENT_SRC_RETRY_H_
-#define TDSTORE_CLIENT_SRC_RETRY_H_
+#ifndef TDSTORE_CLIENT_CORE_SRC_RETRY_H_
+#define TDSTORE_CLIENT_CORE_SRC_RETRY_H_
 
 #include <grpcpp/client_context.h>
 #include <grpcpp/support/status.h>
 
 #include <chrono>
 
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore {
 
@@ -57,4 +57,4 @@ bool NothingApplied(const grpc::ClientContext& attempt);
 
 }  // namespace tdstore
 
-#endif  // TDSTORE_CLIENT_SRC_RETRY_H_
+#endif  // TDSTORE_CLIENT_CORE_SRC_RETRY_H_

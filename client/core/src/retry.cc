@@ -1,4 +1,4 @@
-#include "client/src/retry.h"
+#include "client/core/src/retry.h"
 
 #include <algorithm>
 #include <thread>

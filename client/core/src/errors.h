@@ -1,12 +1,12 @@
 // grpc::Status -> tdstore::Error.
-#ifndef TDSTORE_CLIENT_SRC_ERRORS_H_
-#define TDSTORE_CLIENT_SRC_ERRORS_H_
+#ifndef TDSTORE_CLIENT_CORE_SRC_ERRORS_H_
+#define TDSTORE_CLIENT_CORE_SRC_ERRORS_H_
 
 #include <grpcpp/support/status.h>
 
 #include <string>
 
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore {
 
@@ -17,4 +17,4 @@ Error ErrorFromStatus(const grpc::Status& status, const std::string& address);
 
 }  // namespace tdstore
 
-#endif  // TDSTORE_CLIENT_SRC_ERRORS_H_
+#endif  // TDSTORE_CLIENT_CORE_SRC_ERRORS_H_

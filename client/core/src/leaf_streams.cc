@@ -1,20 +1,19 @@
-#include "client/src/leaf_streams.h"
+#include "client/core/src/leaf_streams.h"
 
-#include <ATen/ATen.h>
 #include <grpcpp/support/sync_stream.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
-#include "client/src/convert.h"
+#include "client/core/src/convert.h"
 
 // The wire carries little-endian bytes and this client sends and receives
 // tensor memory as it is: it only builds where that memory is little-endian.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "tdstore's client sends tensor memory as is: little-endian hosts only");
 
-namespace tdstore {
+namespace tdstore::core {
 namespace {
 
 [[noreturn]] void DataLoss(const std::string& message) {
@@ -25,23 +24,18 @@ namespace {
 
 // Rejects what cannot go on the wire before any stream is opened, so a bad
 // leaf anywhere in an update costs no bytes sent.
-v1::DType CheckWritable(const Key& path, const at::Tensor& value) {
-  if (!value.defined()) {
-    throw Error(StatusCode::kInvalidArgument, "leaf '" + path.str() + "' is an undefined tensor");
-  }
-  if (value.layout() != at::kStrided) {
+v1::DType CheckWritable(const LeafData& leaf) {
+  const v1::DType dtype = ToProtoDType(leaf.dtype, leaf.path);
+  const int64_t expected = ByteSize(leaf.path, leaf.dtype, leaf.shape);
+  if (leaf.byte_size != expected) {
     throw Error(StatusCode::kInvalidArgument,
-                "leaf '" + path.str() + "' is not a dense tensor; convert it with to_dense()");
+                "leaf '" + leaf.path.str() + "' has " + std::to_string(leaf.byte_size) +
+                    " bytes but its shape and dtype make " + std::to_string(expected));
   }
-  return ToProtoDType(value.scalar_type(), path);
-}
-
-// The bytes to send: dense C-order CPU memory. Conjugate and negative views
-// share memory with their base and only flag the difference, so they are
-// materialized first or the store would receive the base's values.
-at::Tensor ContiguousCpu(const at::Tensor& value) {
-  at::Tensor t = value.device().is_cpu() ? value : value.cpu();
-  return t.resolve_conj().resolve_neg().contiguous();
+  if (leaf.data == nullptr && leaf.byte_size > 0) {
+    throw Error(StatusCode::kInvalidArgument, "leaf '" + leaf.path.str() + "' has no data");
+  }
+  return dtype;
 }
 
 // A WriteLeaves call that is cancelled if it is left before Finish (an
@@ -105,47 +99,57 @@ void CheckRequestSize(const google::protobuf::Message& message) {
                   "' is a nested dict, not a leaf: use get_many to read the leaves under it");
 }
 
-// Allocates the tensor a header announces, once, at its final shape.
-at::Tensor AllocateLeaf(const Key& path, const v1::LeafHeader& header) {
-  const at::ScalarType type = FromProtoDType(header.dtype(), path);
-  const std::vector<int64_t> shape = FromProto(header.shape());
-  int64_t bytes = static_cast<int64_t>(c10::elementSize(type));
-  for (int64_t dim : shape) {
+// The leaf a header announces, checked: its byte count must be what its
+// shape and dtype make.
+LeafMeta HeaderMeta(const v1::LeafHeader& header) {
+  LeafMeta leaf;
+  leaf.path = FromProto(header.path());
+  leaf.dtype = FromProtoDType(header.dtype(), leaf.path);
+  leaf.shape = FromProto(header.shape());
+  leaf.byte_size = header.byte_size();
+  int64_t bytes = DTypeSize(leaf.dtype);
+  for (int64_t dim : leaf.shape) {
     if (dim < 0 || __builtin_mul_overflow(bytes, dim, &bytes)) {
-      DataLoss("leaf '" + path.str() + "' has an invalid shape");
+      DataLoss("leaf '" + leaf.path.str() + "' has an invalid shape");
     }
   }
-  if (bytes != header.byte_size()) {
-    DataLoss("leaf '" + path.str() + "' announces " + std::to_string(header.byte_size()) +
+  if (bytes != leaf.byte_size) {
+    DataLoss("leaf '" + leaf.path.str() + "' announces " + std::to_string(leaf.byte_size) +
              " bytes but its shape and dtype make " + std::to_string(bytes));
   }
-  try {
-    return at::empty(shape, at::TensorOptions().dtype(type));
-  } catch (const c10::Error&) {
-    throw Error(StatusCode::kResourceExhausted,
-                "cannot allocate " + std::to_string(bytes) + " bytes for leaf '" + path.str() + "'");
-  }
+  return leaf;
 }
 
-// One attempt at a read. Returns the server's final status and fills *out
-// when it is OK; throws for a stream that does not add up.
+// Seen leaves of one read attempt, by path: a stream that sends a leaf twice
+// does not add up. Small (a read's leaves), so a vector is enough.
+bool SeenBefore(std::vector<Key>& seen, const Key& path) {
+  if (std::find(seen.begin(), seen.end(), path) != seen.end()) return true;
+  seen.push_back(path);
+  return false;
+}
+
+// One attempt at a read. Returns the server's final status, having fed the
+// sink when it is OK; throws for a stream that does not add up.
 grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& request,
-                      const Key* exact_leaf, ReadStream& stream, LocalDict* out) {
+                      const ReadOptions& options, ReadStream& stream, ReadSink& sink) {
   stream.reader = impl.stub->ReadLeaves(&stream.context, request);
+  const Key* exact_leaf = options.exact_leaf;
 
   v1::ReadChunk chunk;
   // No message at all: the request failed (unknown dict or path, ...).
   if (!stream.reader->Read(&chunk)) return stream.Finish();
   if (chunk.kind_case() != v1::ReadChunk::kBegin) DataLoss("it does not start with ReadBegin");
-  out->batch_size = FromProto(chunk.begin().batch_shape());
   const int64_t leaf_count = chunk.begin().leaf_count();
   if (exact_leaf != nullptr && leaf_count > 1) NestedDict(request.dict(), *exact_leaf);
+  sink.Begin(FromProto(chunk.begin().batch_shape()), leaf_count);
 
   // The leaf being received: its path, bytes expected and bytes so far.
+  std::vector<Key> seen;
   Key path{std::vector<std::string>{}};
   char* data = nullptr;
   int64_t expected = -1;
   int64_t received = 0;
+  int64_t moved = 0;  // all leaves, for progress
   auto check_complete = [&] {
     if (expected >= 0 && received != expected) {
       DataLoss("leaf '" + path.str() + "' ended after " + std::to_string(received) + " of " +
@@ -157,12 +161,16 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
     switch (chunk.kind_case()) {
       case v1::ReadChunk::kHeader: {
         check_complete();
-        path = FromProto(chunk.header().path());
+        LeafMeta leaf = HeaderMeta(chunk.header());
+        path = leaf.path;
         if (exact_leaf != nullptr && !(path == *exact_leaf)) NestedDict(request.dict(), *exact_leaf);
-        at::Tensor leaf = AllocateLeaf(path, chunk.header());
-        if (!out->leaves.emplace(path, leaf).second) DataLoss("leaf '" + path.str() + "' sent twice");
-        data = static_cast<char*>(leaf.data_ptr());
-        expected = chunk.header().byte_size();
+        if (SeenBefore(seen, path)) DataLoss("leaf '" + path.str() + "' sent twice");
+        data = static_cast<char*>(sink.Leaf(leaf));
+        if (data == nullptr && leaf.byte_size > 0) {
+          throw Error(StatusCode::kInternal, "the read's sink gave no memory for leaf '" +
+                                                 path.str() + "'");
+        }
+        expected = leaf.byte_size;
         received = 0;
         break;
       }
@@ -175,6 +183,8 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
         }
         std::memcpy(data + received, bytes.data(), bytes.size());
         received += static_cast<int64_t>(bytes.size());
+        moved += static_cast<int64_t>(bytes.size());
+        if (options.progress) options.progress(moved, -1);
         break;
       }
       case v1::ReadChunk::kBegin:
@@ -186,17 +196,17 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
   grpc::Status status = stream.Finish();
   if (!status.ok()) return status;
   check_complete();
-  if (static_cast<int64_t>(out->leaves.size()) != leaf_count) {
-    DataLoss(std::to_string(out->leaves.size()) + " leaves received, " +
-             std::to_string(leaf_count) + " announced");
+  if (static_cast<int64_t>(seen.size()) != leaf_count) {
+    DataLoss(std::to_string(seen.size()) + " leaves received, " + std::to_string(leaf_count) +
+             " announced");
   }
   return status;
 }
 
 // One attempt at a write; returns the server's final status.
 grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
-                       const std::vector<std::pair<Key, at::Tensor>>& leaves,
-                       const std::vector<v1::DType>& dtypes, WriteStream& stream) {
+                       const std::vector<LeafData>& leaves, const std::vector<v1::DType>& dtypes,
+                       const Progress& progress, WriteStream& stream) {
   const int64_t chunk_bytes = impl.options.chunk_bytes;
   stream.writer = impl.stub->WriteLeaves(&stream.context, &stream.response);
   // A failed Write means the server ended the call (unknown dict, bad
@@ -212,26 +222,30 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
     return status;
   };
 
+  int64_t total = 0;
+  for (const LeafData& leaf : leaves) total += leaf.byte_size;
+  int64_t moved = 0;
+
   if (!send(begin)) return ended_early();
   v1::WriteChunk chunk;
   for (size_t i = 0; i < leaves.size(); ++i) {
-    const Key& path = leaves[i].first;
-    const at::Tensor bytes = ContiguousCpu(leaves[i].second);
-    const int64_t size = static_cast<int64_t>(bytes.nbytes());
-
+    const LeafData& leaf = leaves[i];
     v1::LeafHeader* header = chunk.mutable_header();
     header->Clear();
-    ToProto(path, header->mutable_path());
+    ToProto(leaf.path, header->mutable_path());
     header->set_dtype(dtypes[i]);
-    header->mutable_shape()->Assign(bytes.sizes().begin(), bytes.sizes().end());
-    header->set_byte_size(size);
+    header->mutable_shape()->Assign(leaf.shape.begin(), leaf.shape.end());
+    header->set_byte_size(leaf.byte_size);
     if (!send(chunk)) return ended_early();
 
-    // Chunks come straight from the tensor's memory: one copy, into the message.
-    const char* data = static_cast<const char*>(bytes.data_ptr());
-    for (int64_t offset = 0; offset < size; offset += chunk_bytes) {
-      chunk.set_data(data + offset, static_cast<size_t>(std::min(chunk_bytes, size - offset)));
+    // Chunks come straight from the caller's memory: one copy, into the message.
+    const char* data = static_cast<const char*>(leaf.data);
+    for (int64_t offset = 0; offset < leaf.byte_size; offset += chunk_bytes) {
+      const int64_t n = std::min(chunk_bytes, leaf.byte_size - offset);
+      chunk.set_data(data + offset, static_cast<size_t>(n));
       if (!send(chunk)) return ended_early();
+      moved += n;
+      if (progress) progress(moved, total);
     }
   }
   stream.writer->WritesDone();
@@ -241,16 +255,19 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
 }  // namespace
 
 void WriteLeaves(const Client::Impl& impl, const std::string& dict,
-                 const std::vector<std::pair<Key, at::Tensor>>& leaves, const v1::Index* index) {
+                 const std::vector<LeafData>& leaves, const WriteOptions& options) {
   std::vector<v1::DType> dtypes;
   dtypes.reserve(leaves.size());
-  for (const auto& [path, value] : leaves) dtypes.push_back(CheckWritable(path, value));
+  for (const LeafData& leaf : leaves) dtypes.push_back(CheckWritable(leaf));
 
   v1::WriteChunk begin;
   begin.mutable_begin()->set_dict(dict);
   begin.mutable_begin()->set_leaf_count(static_cast<int32_t>(leaves.size()));
-  if (index != nullptr) *begin.mutable_begin()->mutable_index() = *index;
+  if (options.index != nullptr) ToProto(*options.index, begin.mutable_begin()->mutable_index());
   CheckRequestSize(begin);
+  // Nothing to write is not worth a call (and has nothing to make visible);
+  // the index above is still checked.
+  if (leaves.empty()) return;
 
   // Writing the same values again leaves the same state, so a write that
   // failed UNAVAILABLE (whatever it did) is simply sent again.
@@ -258,30 +275,28 @@ void WriteLeaves(const Client::Impl& impl, const std::string& dict,
   for (;;) {
     WriteStream stream;
     impl.Prepare(&stream.context, retry.deadline());
-    grpc::Status status = WriteOnce(impl, begin, leaves, dtypes, stream);
+    grpc::Status status = WriteOnce(impl, begin, leaves, dtypes, options.progress, stream);
     if (status.ok()) return;
     if (!retry.Again(status, Retrier::kIdempotent, stream.context)) impl.Fail(status);
   }
 }
 
-LocalDict ReadLeaves(const Client::Impl& impl, const std::string& dict,
-                     const std::vector<Key>& paths, const Key* exact_leaf,
-                     const v1::Index* index) {
+void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::vector<Key>& paths,
+                ReadSink& sink, const ReadOptions& options) {
   v1::ReadLeavesRequest request;
   request.set_dict(dict);
   for (const Key& path : paths) ToProto(path, request.add_paths());
-  if (index != nullptr) {
-    *request.mutable_index() = *index;
+  if (options.index != nullptr) {
+    ToProto(*options.index, request.mutable_index());
     CheckRequestSize(request);
   }
 
   Retrier retry(impl.options);
   for (int aborted = 0;;) {
-    LocalDict out;
     ReadStream stream;
     impl.Prepare(&stream.context, retry.deadline());
-    grpc::Status status = ReadOnce(impl, request, exact_leaf, stream, &out);
-    if (status.ok()) return out;
+    grpc::Status status = ReadOnce(impl, request, options, stream, sink);
+    if (status.ok()) return;
     // ABORTED: a leaf was replaced while it streamed; a new attempt reads the
     // new generation whole. The first few at once; then with backoff within
     // the retry window, so a many-leaf read still finishes while some of its
@@ -296,4 +311,4 @@ LocalDict ReadLeaves(const Client::Impl& impl, const std::string& dict,
   }
 }
 
-}  // namespace tdstore
+}  // namespace tdstore::core

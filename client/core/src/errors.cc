@@ -1,5 +1,5 @@
 // tdstore::Error, its code names, and the mapping from gRPC statuses.
-#include "client/src/errors.h"
+#include "client/core/src/errors.h"
 
 namespace tdstore {
 

@@ -5,8 +5,8 @@
 // again under the same name from the original. Dict names and ids cannot
 // contain '|'; an address may (a unix socket path), so parsing takes the name
 // and id from the right.
-#ifndef TDSTORE_CLIENT_SRC_HANDLE_H_
-#define TDSTORE_CLIENT_SRC_HANDLE_H_
+#ifndef TDSTORE_CLIENT_CORE_SRC_HANDLE_H_
+#define TDSTORE_CLIENT_CORE_SRC_HANDLE_H_
 
 #include <string>
 
@@ -24,4 +24,4 @@ DictHandle ParseHandle(const std::string& text);
 
 }  // namespace tdstore
 
-#endif  // TDSTORE_CLIENT_SRC_HANDLE_H_
+#endif  // TDSTORE_CLIENT_CORE_SRC_HANDLE_H_

@@ -1,7 +1,8 @@
-// Client::Impl: the state every copy of a Client and every Dict it opened
-// share — one gRPC channel and stub, the address and the options.
-#ifndef TDSTORE_CLIENT_SRC_CLIENT_IMPL_H_
-#define TDSTORE_CLIENT_SRC_CLIENT_IMPL_H_
+// core::Client::Impl: the state every copy of a Client and every Dict it
+// opened share — one gRPC channel and stub, the address and the options.
+// Immutable after construction, so any thread may use it.
+#ifndef TDSTORE_CLIENT_CORE_SRC_CLIENT_IMPL_H_
+#define TDSTORE_CLIENT_CORE_SRC_CLIENT_IMPL_H_
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
@@ -10,11 +11,11 @@
 #include <memory>
 #include <string>
 
-#include "client/src/retry.h"
-#include "tdstore/client.h"
+#include "client/core/src/retry.h"
+#include "tdstore/core.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
-namespace tdstore {
+namespace tdstore::core {
 
 struct Client::Impl {
   Impl(std::string address, ClientOptions options);
@@ -46,6 +47,6 @@ struct Client::Impl {
   std::unique_ptr<v1::TdStore::Stub> stub;
 };
 
-}  // namespace tdstore
+}  // namespace tdstore::core
 
-#endif  // TDSTORE_CLIENT_SRC_CLIENT_IMPL_H_
+#endif  // TDSTORE_CLIENT_CORE_SRC_CLIENT_IMPL_H_

@@ -1,0 +1,372 @@
+// tdstore client core: the torch-free C++17 library every client sits on.
+//
+// The libtorch client (tdstore/client.h), the `tdstore` CLI and the Python
+// package all talk to tdstored through this one library: the gRPC channel,
+// deadlines, TLS and tokens, retries, handles, index encoding and the two
+// data streams live here, once. It knows tensors only as (dtype, shape,
+// contiguous little-endian C-order bytes).
+//
+//   tdstore::core::Client client("127.0.0.1:50051");
+//   tdstore::core::Dict td = client.create("replay", {1000});
+//   std::vector<float> obs(1000 * 84);
+//   td.write({{tdstore::Key("obs"), tdstore::DType::kFloat32, {1000, 84},
+//              obs.data(), int64_t(obs.size() * 4)}});
+//
+// Errors: every call that fails throws tdstore::Error carrying the gRPC
+// status code and the server's message.
+//
+// Threads: Client and Dict are cheap to copy (copies share one gRPC channel)
+// and every method may be called from any number of threads at once. A call
+// blocks its thread until it is done; it holds no lock while it waits.
+#ifndef TDSTORE_CLIENT_CORE_H_
+#define TDSTORE_CLIENT_CORE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"  // tdstore::DType, DTypeSize, DTypeName
+
+namespace tdstore {
+
+// ---- Shared by every client --------------------------------------------------
+
+// Mirrors grpc::StatusCode (same numbers).
+enum class StatusCode : int {
+  kOk = 0,
+  kCancelled = 1,
+  kUnknown = 2,
+  kInvalidArgument = 3,
+  kDeadlineExceeded = 4,
+  kNotFound = 5,
+  kAlreadyExists = 6,
+  kPermissionDenied = 7,
+  kResourceExhausted = 8,
+  kFailedPrecondition = 9,
+  kAborted = 10,
+  kOutOfRange = 11,
+  kUnimplemented = 12,
+  kInternal = 13,
+  kUnavailable = 14,
+  kDataLoss = 15,
+  kUnauthenticated = 16,
+};
+
+// "NOT_FOUND", "INVALID_ARGUMENT", ...
+const char* StatusCodeName(StatusCode code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(StatusCode code, const std::string& message);
+  StatusCode code() const { return code_; }
+  // The server's (or the library's) message without the code prefix.
+  const std::string& message() const { return message_; }
+
+ private:
+  StatusCode code_;
+  std::string message_;
+};
+
+// A leaf path: Key("obs"), Key({"next", "obs"}).
+class Key {
+ public:
+  Key(const char* component) : parts_{component} {}
+  Key(std::string component) : parts_{std::move(component)} {}
+  Key(std::initializer_list<std::string> parts) : parts_(parts) {}
+  explicit Key(std::vector<std::string> parts) : parts_(std::move(parts)) {}
+
+  const std::vector<std::string>& parts() const { return parts_; }
+  // "next/obs", for display.
+  std::string str() const;
+  bool operator<(const Key& o) const { return parts_ < o.parts_; }
+  bool operator==(const Key& o) const { return parts_ == o.parts_; }
+
+ private:
+  std::vector<std::string> parts_;
+};
+
+struct ClientOptions {
+  // Deadline of each call, from its start, retries included. Per call, not
+  // per client.
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  // Bytes per data chunk sent (at most 1 MiB, the protocol's limit).
+  int64_t chunk_bytes = 1 << 20;
+
+  // Retries. A call that fails UNAVAILABLE (tdstored or its Redis briefly
+  // unreachable) is tried again, with backoff from 50 ms doubling to 1 s,
+  // for at most `retry_for` after it started (and never past `timeout`),
+  // when repeating it is safe:
+  //   - reads (get, get_many, index, keys, contains, info, list, server_info)
+  //     and leaf writes (update, put, set_index: writing the same values
+  //     again leaves the same state) always;
+  //   - create, delete, rename and leaf deletion only when tdstored says the
+  //     failed attempt changed nothing.
+  // Zero disables these retries (a read racing a leaf replacement is still
+  // retried 3 times at once on ABORTED; within retry_for, further times with
+  // backoff).
+  std::chrono::milliseconds retry_for{std::chrono::seconds(30)};
+
+  // Access control (docs/security.md). A bearer token sent with every call
+  // (tdstored --tokens-file); empty: none. A token is never sent in the
+  // clear beyond this machine: with a token, a TCP address other than
+  // loopback requires TLS (INVALID_ARGUMENT otherwise).
+  std::string token;
+  // TLS: when `tls` is set, the channel is encrypted and tdstored's
+  // certificate must be signed by `tls_root_ca_pem` (PEM text; empty: the
+  // system's roots). For mutual TLS give the client's certificate and key.
+  bool tls = false;
+  std::string tls_root_ca_pem;
+  std::string tls_client_cert_pem;
+  std::string tls_client_key_pem;
+  // The name tdstored's certificate must carry, when it differs from the
+  // address' host (e.g. connecting by IP to a certificate for "tdstored").
+  std::string tls_server_name;
+};
+
+struct CreateOptions {
+  int64_t rows_per_block = 0;  // 0: server default
+  int64_t part_bytes = 0;      // 0: server default
+};
+
+// start:stop:step; std::nullopt bounds are omitted, negative ones count from
+// the end; step must be > 0 (INVALID_ARGUMENT otherwise).
+struct Slice {
+  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
+        int64_t step = 1)
+      : start(start), stop(stop), step(step) {}
+  std::optional<int64_t> start, stop;
+  int64_t step;
+};
+
+// `...`: as many ':' as needed.
+struct Ellipsis {};
+
+namespace core {
+
+// ---- Indices over batch dims ---------------------------------------------------
+//
+// The semantics are torch's `t[...]` over the dict's batch dims: an int
+// selects (and removes the dim), a slice keeps it, positions (any shape, any
+// order, duplicates) and 1-D bool masks are advanced indices that broadcast
+// together. Missing trailing dims mean ':'. Bounds are checked by tdstored
+// (OUT_OF_RANGE).
+
+class IndexTerm {
+ public:
+  enum class Kind { kInt, kSlice, kEllipsis, kPositions, kMask };
+
+  static IndexTerm Int(int64_t position);
+  static IndexTerm Of(Slice slice);
+  static IndexTerm Of(Ellipsis);
+  // `values` in C order, `shape` their shape ({} for one 0-d position).
+  // INVALID_ARGUMENT if the shape's element count is not values.size().
+  static IndexTerm Positions(std::vector<int64_t> values, std::vector<int64_t> shape);
+  // A 1-D mask: one entry per position of its dim.
+  static IndexTerm Mask(std::vector<bool> mask);
+
+  Kind kind() const { return kind_; }
+  int64_t position() const { return position_; }
+  const Slice& slice() const { return slice_; }
+  const std::vector<int64_t>& values() const { return values_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  const std::vector<bool>& mask() const { return mask_; }
+
+ private:
+  explicit IndexTerm(Kind kind) : kind_(kind) {}
+  Kind kind_;
+  int64_t position_ = 0;
+  Slice slice_;
+  std::vector<int64_t> values_;
+  std::vector<int64_t> shape_;
+  std::vector<bool> mask_;
+};
+
+// A tuple of terms over the leading batch dims.
+using Index = std::vector<IndexTerm>;
+
+// ---- Data --------------------------------------------------------------------
+
+// A leaf as the store describes it: dtype, full shape (batch dims first)
+// and its size in bytes (element count × dtype size).
+struct LeafMeta {
+  Key path{std::vector<std::string>{}};
+  DType dtype = DType::kUnspecified;
+  std::vector<int64_t> shape;
+  int64_t byte_size = 0;
+};
+
+struct DictInfo {
+  std::string name;
+  std::string id;
+  std::vector<int64_t> batch_size;
+  std::vector<LeafMeta> leaves;
+  int64_t rows_per_block = 0;
+  int64_t part_bytes = 0;
+  int64_t version = 0;
+};
+
+// One leaf to write: `byte_size` bytes at `data`, contiguous C-order
+// little-endian, which must equal shape's element count × DTypeSize(dtype)
+// (INVALID_ARGUMENT otherwise). The memory is read in place, never copied
+// into a buffer of the library's, and must stay valid and unchanged until
+// the call returns.
+struct LeafData {
+  Key path{std::vector<std::string>{}};
+  DType dtype = DType::kUnspecified;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  int64_t byte_size = 0;
+};
+
+// Where a read puts what it receives. The core calls it on the calling
+// thread, in this order, for each attempt of the read (a read the server
+// aborts because a leaf was replaced under it starts again: Begin is called
+// again and the sink must forget what the earlier attempt gave it):
+//   Begin(batch shape of the result, number of leaves),
+//   then for each leaf Leaf(meta), which returns where its meta.byte_size
+//   bytes go: memory of the caller's, allocated once at the final size
+//   (the core copies each chunk straight into it, in order).
+// A sink may throw (a tdstore::Error, say, for memory it cannot allocate):
+// the read is cancelled and the exception reaches the caller.
+class ReadSink {
+ public:
+  virtual ~ReadSink() = default;
+  virtual void Begin(const std::vector<int64_t>& batch_shape, int64_t leaf_count) = 0;
+  virtual void* Leaf(const LeafMeta& leaf) = 0;
+};
+
+// Called after each data chunk moves, on the calling thread, with the bytes
+// moved so far in this call (a retried call starts again from 0) and the
+// total bytes of the call when known (-1 for reads, whose total arrives one
+// leaf header at a time).
+using Progress = std::function<void(int64_t done_bytes, int64_t total_bytes)>;
+
+struct ReadOptions {
+  // The read is Dict::get(path): a stream that carries anything but the
+  // leaf `exact_leaf` means the path is a nested dict, and the read stops at
+  // once with INVALID_ARGUMENT rather than download the whole subtree.
+  const Key* exact_leaf = nullptr;
+  // An indexed read: each leaf at the indexed batch shape.
+  const Index* index = nullptr;
+  Progress progress;
+};
+
+struct WriteOptions {
+  // An indexed write, td[index] = value for each leaf: each value's shape
+  // must equal or broadcast to the indexed batch shape + the leaf's element
+  // shape (the server broadcasts), and its dtype must equal the leaf's. A
+  // leaf that does not exist yet is created zero-filled first.
+  const Index* index = nullptr;
+  Progress progress;
+};
+
+class Dict;
+
+struct LeafSpec {
+  Key path;
+  DType dtype;
+  std::vector<int64_t> element_shape;
+};
+
+struct ServerInfo {
+  std::string version;
+  std::string backend;
+  int redis_masters = 0;
+  bool redis_ok = false;
+};
+
+class Client {
+ public:
+  // address: "host:port" or "unix:///path/to.sock". Does not connect yet;
+  // gRPC connects on the first call and reconnects after failures.
+  // INVALID_ARGUMENT for a malformed address or inconsistent options.
+  explicit Client(const std::string& address, ClientOptions options = {});
+
+  const std::string& address() const;
+  const ClientOptions& options() const;
+
+  // Creates a dict, with each schema leaf zero-filled at batch_size +
+  // element shape; ALREADY_EXISTS if the name is taken.
+  Dict create(const std::string& name, const std::vector<int64_t>& batch_size,
+              const std::vector<LeafSpec>& schema = {}, const CreateOptions& options = {}) const;
+  // Opens an existing dict; NOT_FOUND if there is none.
+  Dict open(const std::string& name) const;
+  // Names of all dicts (those the token may read), sorted.
+  std::vector<std::string> list() const;
+  // What the daemon serves from: its version, its Redis back end
+  // ("standalone redis://host:port", "cluster of 3 masters (seeds ...)"),
+  // the number of Redis masters, and whether they all answer PING now.
+  ServerInfo server_info() const;
+  // Deletes a dict and all its data; NOT_FOUND if there is none.
+  void drop(const std::string& name) const;
+  // Renames; NOT_FOUND / ALREADY_EXISTS.
+  void rename(const std::string& name, const std::string& new_name) const;
+
+  // Opens the dict a Dict::handle() string names, connecting to the address
+  // it holds. INVALID_ARGUMENT for a malformed handle; NOT_FOUND if the dict
+  // is gone or was deleted and created again since.
+  static Dict open_handle(const std::string& handle, ClientOptions options = {});
+
+  struct Impl;
+
+ private:
+  friend class Dict;
+  explicit Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+class Dict {
+ public:
+  const std::string& name() const { return name_; }
+  const std::string& id() const { return id_; }
+  // The client this dict was opened through (same channel).
+  Client client() const;
+
+  // Stores every leaf in one stream; they become visible together when it
+  // ends, or none does. With options.index, an indexed write (see
+  // WriteOptions). An empty list makes no call (the index is still checked).
+  void write(const std::vector<LeafData>& leaves, const WriteOptions& options = {}) const;
+
+  // Reads every leaf under `paths` (a leaf or a nested prefix each; the whole
+  // dict when empty) into `sink`, each leaf whole at one generation. Errors:
+  // NOT_FOUND for an unknown path; with an index OUT_OF_RANGE /
+  // INVALID_ARGUMENT as tdstored checks it. A read the server aborts because
+  // a leaf was replaced mid-stream is retried from the start: 3 times at
+  // once, then with backoff while ClientOptions::retry_for lasts.
+  void read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options = {}) const;
+
+  // As TensorDict.keys(include_nested, leaves_only).
+  std::vector<Key> keys(bool include_nested = false, bool leaves_only = false) const;
+  // True if `path` is a leaf or a nested sub-dict.
+  bool contains(const Key& path) const;
+  // Removes the leaf or subtree at `path`; NOT_FOUND if absent.
+  void erase(const Key& path) const;
+  // Shapes, dtypes and byte sizes of every leaf, and the dict's layout.
+  DictInfo describe() const;
+  // "tdstore1|<address>|<name>|<id>": Client::open_handle() opens this dict
+  // from any process.
+  std::string handle() const;
+
+ private:
+  friend class Client;
+  Dict(std::shared_ptr<Client::Impl> impl, std::string name, std::string id)
+      : impl_(std::move(impl)), name_(std::move(name)), id_(std::move(id)) {}
+  std::shared_ptr<Client::Impl> impl_;
+  std::string name_;
+  std::string id_;
+};
+
+// The element count of `shape` times the dtype's size; INVALID_ARGUMENT
+// naming `path` for a negative dim or an overflow.
+int64_t ByteSize(const Key& path, DType dtype, const std::vector<int64_t>& shape);
+
+}  // namespace core
+}  // namespace tdstore
+
+#endif  // TDSTORE_CLIENT_CORE_H_

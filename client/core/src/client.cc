@@ -1,0 +1,187 @@
+// core::Client: the channel to one tdstored, and the dict-level calls.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <algorithm>
+
+#include "client/core/src/client_impl.h"
+#include "client/core/src/convert.h"
+#include "client/core/src/errors.h"
+#include "client/core/src/handle.h"
+
+namespace tdstore::core {
+namespace {
+
+// The protocol's limits: chunks of at most 1 MiB, messages of at most 4 MiB.
+constexpr int64_t kMaxChunkBytes = 1 << 20;
+constexpr int kMaxMessageBytes = (4 << 20) + (64 << 10);  // + slack for framing fields
+
+// "host:port" and "unix:///path" are both gRPC targets already; anything
+// else is most likely a typo, better caught here than as a DNS failure.
+void CheckAddress(const std::string& address) {
+  const bool unix_socket = address.rfind("unix:", 0) == 0 && address.size() > 5;
+  const bool host_port = address.find(':') != std::string::npos &&
+                         address.back() != ':' && address.front() != ':';
+  if (!unix_socket && !host_port) {
+    throw Error(StatusCode::kInvalidArgument,
+                "bad tdstored address '" + address + "': expected host:port or unix:///path");
+  }
+}
+
+// Loopback and unix-socket addresses never leave this machine.
+bool IsLocal(const std::string& address) {
+  if (address.rfind("unix:", 0) == 0) return true;
+  const std::string host = address.substr(0, address.rfind(':'));
+  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" ||
+         host == "ipv4:127.0.0.1" || host == "ipv6:[::1]";
+}
+
+void CheckOptions(const std::string& address, const ClientOptions& options) {
+  if (!options.token.empty() && !options.tls && !IsLocal(address)) {
+    throw Error(StatusCode::kInvalidArgument,
+                "refusing to send a token in the clear to " + address +
+                    ": enable TLS (ClientOptions::tls) or connect over loopback");
+  }
+  if (options.tls_client_cert_pem.empty() != options.tls_client_key_pem.empty()) {
+    throw Error(StatusCode::kInvalidArgument,
+                "tls_client_cert_pem and tls_client_key_pem go together");
+  }
+  if (options.retry_for.count() < 0) {
+    throw Error(StatusCode::kInvalidArgument, "retry_for must not be negative");
+  }
+  if (options.chunk_bytes < 1 || options.chunk_bytes > kMaxChunkBytes) {
+    throw Error(StatusCode::kInvalidArgument,
+                "chunk_bytes must be in [1, 1 MiB], got " + std::to_string(options.chunk_bytes));
+  }
+  if (options.timeout.count() <= 0) {
+    throw Error(StatusCode::kInvalidArgument, "timeout must be positive");
+  }
+}
+
+std::shared_ptr<grpc::ChannelCredentials> MakeCredentials(const ClientOptions& options) {
+  if (!options.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = options.tls_root_ca_pem;
+  tls.pem_private_key = options.tls_client_key_pem;
+  tls.pem_cert_chain = options.tls_client_cert_pem;
+  return grpc::SslCredentials(tls);
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // A restarted daemon is found again within about a second, not gRPC's
+  // default of up to two minutes of backoff.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  if (!options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
+  return grpc::CreateCustomChannel(address, MakeCredentials(options), args);
+}
+
+}  // namespace
+
+Client::Impl::Impl(std::string address_in, ClientOptions options_in)
+    : address(std::move(address_in)), options(options_in) {
+  CheckAddress(address);
+  CheckOptions(address, options);
+  channel = MakeChannel(address, options);
+  stub = v1::TdStore::NewStub(channel);
+}
+
+void Client::Impl::Prepare(grpc::ClientContext* context,
+                           std::chrono::system_clock::time_point deadline) const {
+  context->set_deadline(deadline);
+  if (!options.token.empty()) context->AddMetadata("authorization", "Bearer " + options.token);
+}
+
+void Client::Impl::Fail(const grpc::Status& status) const {
+  throw ErrorFromStatus(status, address);
+}
+
+Client::Client(const std::string& address, ClientOptions options)
+    : impl_(std::make_shared<Impl>(address, options)) {}
+
+const std::string& Client::address() const { return impl_->address; }
+
+const ClientOptions& Client::options() const { return impl_->options; }
+
+Dict Client::create(const std::string& name, const std::vector<int64_t>& batch_size,
+                    const std::vector<LeafSpec>& schema, const CreateOptions& options) const {
+  v1::CreateDictRequest request;
+  request.set_name(name);
+  request.mutable_batch_shape()->Assign(batch_size.begin(), batch_size.end());
+  request.mutable_options()->set_rows_per_block(options.rows_per_block);
+  request.mutable_options()->set_part_bytes(options.part_bytes);
+  for (const LeafSpec& spec : schema) {
+    v1::LeafSpec* leaf = request.add_leaves();
+    ToProto(spec.path, leaf->mutable_path());
+    leaf->set_dtype(ToProtoDType(spec.dtype, spec.path));
+    leaf->mutable_element_shape()->Assign(spec.element_shape.begin(), spec.element_shape.end());
+  }
+  v1::DictInfo info;
+  impl_->Call(&v1::TdStore::Stub::CreateDict, request, &info, Retrier::kOnlyIfNothingApplied);
+  return Dict(impl_, info.name(), info.id());
+}
+
+Dict Client::open(const std::string& name) const {
+  // Describing checks that the dict exists and learns its id for handle().
+  v1::DescribeDictRequest request;
+  request.set_name(name);
+  v1::DictInfo info;
+  impl_->Call(&v1::TdStore::Stub::DescribeDict, request, &info, Retrier::kIdempotent);
+  return Dict(impl_, info.name(), info.id());
+}
+
+std::vector<std::string> Client::list() const {
+  v1::ListDictsResponse response;
+  impl_->Call(&v1::TdStore::Stub::ListDicts, v1::ListDictsRequest(), &response,
+              Retrier::kIdempotent);
+  std::vector<std::string> names(response.names().begin(), response.names().end());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+ServerInfo Client::server_info() const {
+  v1::ServerInfo response;
+  impl_->Call(&v1::TdStore::Stub::GetServerInfo, v1::GetServerInfoRequest(), &response,
+              Retrier::kIdempotent);
+  return ServerInfo{response.version(), response.backend(), response.redis_masters(),
+                    response.redis_ok()};
+}
+
+void Client::drop(const std::string& name) const {
+  v1::DeleteDictRequest request;
+  request.set_name(name);
+  v1::DeleteDictResponse response;
+  impl_->Call(&v1::TdStore::Stub::DeleteDict, request, &response, Retrier::kOnlyIfNothingApplied);
+}
+
+void Client::rename(const std::string& name, const std::string& new_name) const {
+  v1::RenameDictRequest request;
+  request.set_name(name);
+  request.set_new_name(new_name);
+  v1::DictInfo info;
+  impl_->Call(&v1::TdStore::Stub::RenameDict, request, &info, Retrier::kOnlyIfNothingApplied);
+}
+
+Dict Client::open_handle(const std::string& handle, ClientOptions options) {
+  const DictHandle parsed = ParseHandle(handle);
+  Client client(parsed.address, options);
+  Dict dict = client.open(parsed.name);
+  // Same name, new id: the dict the handle named was deleted; this one is a
+  // stranger that happens to share its name.
+  if (dict.id_ != parsed.id) {
+    throw Error(StatusCode::kNotFound,
+                "dict '" + parsed.name + "' of this handle was deleted (a dict created since "
+                "has the same name but is another dict)");
+  }
+  return dict;
+}
+
+}  // namespace tdstore::core

@@ -1,0 +1,103 @@
+#include "client/core/src/convert.h"
+
+#include <string>
+
+namespace tdstore::core {
+
+void ToProto(const Key& key, v1::Path* path) {
+  path->mutable_components()->Assign(key.parts().begin(), key.parts().end());
+}
+
+Key FromProto(const v1::Path& path) {
+  return Key(std::vector<std::string>(path.components().begin(), path.components().end()));
+}
+
+v1::DType ToProtoDType(DType dtype, const Key& path) {
+  if (!IsKnownDType(static_cast<int>(dtype))) {
+    throw Error(StatusCode::kInvalidArgument,
+                "leaf '" + path.str() + "' has no dtype tdstore can store (bool, uint8, int8, "
+                "int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)");
+  }
+  // DType numbers equal the wire's (common/dtype.h).
+  return static_cast<v1::DType>(dtype);
+}
+
+DType FromProtoDType(int dtype, const Key& path) {
+  if (!IsKnownDType(dtype)) {
+    throw Error(StatusCode::kUnimplemented,
+                "leaf '" + path.str() + "' has dtype number " + std::to_string(dtype) +
+                    ", which this client does not know (is tdstored newer?)");
+  }
+  return static_cast<DType>(dtype);
+}
+
+std::vector<int64_t> FromProto(const google::protobuf::RepeatedField<int64_t>& dims) {
+  return std::vector<int64_t>(dims.begin(), dims.end());
+}
+
+LeafMeta FromProto(const v1::LeafInfo& leaf) {
+  LeafMeta out;
+  out.path = FromProto(leaf.path());
+  out.dtype = FromProtoDType(leaf.dtype(), out.path);
+  out.shape = FromProto(leaf.shape());
+  out.byte_size = leaf.byte_size();
+  return out;
+}
+
+DictInfo FromProto(const v1::DictInfo& info) {
+  DictInfo out;
+  out.name = info.name();
+  out.id = info.id();
+  out.batch_size = FromProto(info.batch_shape());
+  out.leaves.reserve(info.leaves_size());
+  for (const v1::LeafInfo& leaf : info.leaves()) out.leaves.push_back(FromProto(leaf));
+  out.rows_per_block = info.rows_per_block();
+  out.part_bytes = info.part_bytes();
+  out.version = info.version();
+  return out;
+}
+
+void ToProto(const Index& index, v1::Index* out) {
+  out->Clear();
+  for (size_t i = 0; i < index.size(); ++i) {
+    const IndexTerm& term = index[i];
+    v1::IndexItem* item = out->add_items();
+    switch (term.kind()) {
+      case IndexTerm::Kind::kInt:
+        item->set_integer(term.position());
+        break;
+      case IndexTerm::Kind::kSlice: {
+        const Slice& slice = term.slice();
+        // Checked here too, so a bad step costs no call.
+        if (slice.step <= 0) {
+          throw Error(StatusCode::kInvalidArgument,
+                      "index item " + std::to_string(i) + ": slice step must be > 0, got " +
+                          std::to_string(slice.step));
+        }
+        v1::Slice* proto = item->mutable_slice();
+        if (slice.start) proto->set_start(*slice.start);
+        if (slice.stop) proto->set_stop(*slice.stop);
+        proto->set_step(slice.step);
+        break;
+      }
+      case IndexTerm::Kind::kEllipsis:
+        item->mutable_ellipsis();
+        break;
+      case IndexTerm::Kind::kPositions: {
+        v1::IndexItem::Positions* proto = item->mutable_positions();
+        proto->mutable_values()->Assign(term.values().begin(), term.values().end());
+        // A 0-d index has the empty shape and one value.
+        proto->mutable_shape()->Assign(term.shape().begin(), term.shape().end());
+        break;
+      }
+      case IndexTerm::Kind::kMask: {
+        auto* values = item->mutable_mask()->mutable_values();
+        values->Reserve(static_cast<int>(term.mask().size()));
+        for (bool selected : term.mask()) values->Add(selected);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace tdstore::core

@@ -1,0 +1,35 @@
+// The two streaming RPCs: WriteLeaves (caller's bytes -> chunks) and
+// ReadLeaves (chunks -> the caller's ReadSink). Stream framing (one header
+// per leaf, then its data in chunks of at most ClientOptions::chunk_bytes)
+// lives here and only here on the client side.
+#ifndef TDSTORE_CLIENT_CORE_SRC_LEAF_STREAMS_H_
+#define TDSTORE_CLIENT_CORE_SRC_LEAF_STREAMS_H_
+
+#include <string>
+#include <vector>
+
+#include "client/core/src/client_impl.h"
+#include "tdstore/core.h"
+
+namespace tdstore::core {
+
+// Dict::write (core.h): every leaf in one WriteLeaves stream, visible
+// together when it ends, or none is. Retried on UNAVAILABLE within
+// retry_for: writing the same values again leaves the same state.
+void WriteLeaves(const Client::Impl& impl, const std::string& dict,
+                 const std::vector<LeafData>& leaves, const WriteOptions& options);
+
+// Dict::read (core.h).
+void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::vector<Key>& paths,
+                ReadSink& sink, const ReadOptions& options);
+
+// The largest request or first stream message the client sends: an index
+// with more positions than fit is refused before any call, with
+// INVALID_ARGUMENT, instead of failing inside gRPC.
+inline constexpr int64_t kMaxRequestBytes = 4 << 20;
+
+inline constexpr int kReadRetries = 3;
+
+}  // namespace tdstore::core
+
+#endif  // TDSTORE_CLIENT_CORE_SRC_LEAF_STREAMS_H_

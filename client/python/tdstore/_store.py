@@ -1,0 +1,1285 @@
+"""``tdstore.TensorDictStore``: a tensordict ``TensorDictBase`` whose leaves live in tdstored.
+
+A drop-in for ``tensordict.store.TensorDictStore``: swap the import and pass
+``addr=`` instead of ``host=``/``port=``. Every method maps onto as few native
+calls as it can (one per method for the common ones, written next to each),
+and data crosses as raw memory:
+
+* writes hand the native module ``data_ptr()``/``nbytes`` of contiguous CPU
+  tensors, kept referenced until the call returns;
+* reads get one writable buffer per leaf from the native module, viewed with
+  ``torch.frombuffer`` (no copy), then moved to ``device`` when one is set.
+
+Whole leaves and sub-dicts are addressed by paths (tuples of str). A
+*view* (``td["nested"]``) is a TensorDictStore on the same native dict with a
+path prefix: reads and writes through it land in the same store.
+
+The store keeps no schema cache that could make a result wrong: a cached
+dtype per leaf only decides how an indexed write's values are cast, and
+tdstored rejects a cast to a stale dtype (the dtype must equal the leaf's),
+after which the cache is refreshed and the write retried once.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any, Callable, Sequence
+
+import torch
+from tensordict import TensorDict
+from tensordict._td import _TensorDictKeysView, _unravel_key_to_tuple
+from tensordict.base import (
+    _register_tensor_class,
+    is_tensor_collection,
+    NO_DEFAULT,
+    TensorDictBase,
+)
+from tensordict.utils import (
+    _as_context_manager,
+    _LOCK_ERROR,
+    is_non_tensor,
+    NestedKey,
+)
+
+from . import _native
+from ._client import Client, check_options, resolve_addr
+from ._errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    ResourceExhaustedError,
+)
+from ._index import convert_index
+
+# ---- dtypes -------------------------------------------------------------------
+
+_DTYPE_NAMES = {
+    torch.bool: "bool",
+    torch.uint8: "uint8",
+    torch.int8: "int8",
+    torch.int16: "int16",
+    torch.int32: "int32",
+    torch.int64: "int64",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.float32: "float32",
+    torch.float64: "float64",
+    torch.complex64: "complex64",
+    torch.complex128: "complex128",
+}
+_DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
+
+_TO_LOCAL = "Call `to_local()` (or `to_tensordict()`) first and use the local TensorDict."
+
+_HANDLE_PREFIX = "tdstore1|"
+
+
+def _fresh_name() -> str:
+    return f"td-{uuid.uuid4().hex}"
+
+
+def _tensor_from(dtype_name: str, shape, buf) -> torch.Tensor:
+    """The tensor of a leaf the native module read (a view on ``buf``, no copy)."""
+    dtype = _DTYPES[dtype_name]
+    if math.prod(shape) == 0:
+        # torch.frombuffer refuses empty buffers.
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(buf, dtype=dtype).view(shape)
+
+
+def _cpu_contiguous(path, t: torch.Tensor) -> torch.Tensor:
+    """``t`` as plain contiguous CPU memory the native module can read in place."""
+    if t.layout is not torch.strided:
+        raise TypeError(f"{_path_str(path)}: TensorDictStore stores dense tensors only, "
+                        f"not {t.layout}; call .to_dense() first")
+    if t.dtype not in _DTYPE_NAMES:
+        raise TypeError(
+            f"{_path_str(path)}: dtype {t.dtype} cannot be stored; supported: "
+            f"{', '.join(str(d) for d in _DTYPE_NAMES)}"
+        )
+    if t.requires_grad:
+        t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    # Conjugate / negative bits are lazy flags: the memory holds the
+    # un-conjugated values, so they must be applied before sending the bytes.
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t
+
+
+def _native_leaves(items):
+    """``[(path, tensor)]`` -> (native leaf tuples, tensors to keep alive)."""
+    leaves = []
+    keep = []
+    for path, t in items:
+        t = _cpu_contiguous(path, t)
+        keep.append(t)
+        leaves.append((path, _DTYPE_NAMES[t.dtype], tuple(t.shape), t.data_ptr(),
+                       t.numel() * t.element_size()))
+    return leaves, keep
+
+
+def _path_str(path) -> str:
+    return "/".join(path)
+
+
+def _as_tensor(path, value) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(
+            f"{_path_str(path)}: TensorDictStore stores tensors only, not "
+            f"{type(value).__name__} (non-tensor values are not supported yet)"
+        )
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(
+            f"{_path_str(path)}: TensorDictStore stores tensors only, cannot store "
+            f"{type(value).__name__}"
+        ) from err
+
+
+def _flatten(value, path, out):
+    """Append ``(path, tensor)`` for every leaf of ``value`` (tensor, dict,
+    TensorDict, TensorDictStore) under ``path``."""
+    if isinstance(value, torch.Tensor):
+        out.append((path, value))
+    elif isinstance(value, TensorDictStore):
+        _flatten(value.to_local(), path, out)
+    elif is_non_tensor(value):
+        raise TypeError(
+            f"{_path_str(path)}: TensorDictStore cannot store non-tensor data yet "
+            f"({type(value).__name__})"
+        )
+    elif is_tensor_collection(value):
+        for key, sub in value.items():
+            _flatten(sub, path + (key,), out)
+    elif isinstance(value, dict):
+        for key, sub in value.items():
+            key = _unravel_key_to_tuple(key)
+            if not key:
+                raise TypeError(f"dict keys must be str or tuples of str, got {key!r}")
+            _flatten(sub, path + key, out)
+    else:
+        out.append((path, _as_tensor(path, value)))
+    return out
+
+
+def _nest(leaves, strip: int):
+    """Native read leaves -> nested dict of tensors, paths cut by ``strip``."""
+    source: dict = {}
+    for path, dtype, shape, buf in leaves:
+        rel = path[strip:]
+        node = source
+        for comp in rel[:-1]:
+            node = node.setdefault(comp, {})
+        node[rel[-1]] = _tensor_from(dtype, shape, buf)
+    return source
+
+
+def _to_tensordict(source: dict, batch_size, device) -> TensorDict:
+    """Nested dict of CPU tensors -> TensorDict on ``device`` (no checks: the
+    server guarantees every leaf starts with the batch dims)."""
+    for key, value in source.items():
+        if isinstance(value, dict):
+            source[key] = _to_tensordict(value, batch_size, device)
+        elif device is not None and value.device != device:
+            source[key] = value.to(device)
+    return TensorDict._new_unsafe(source=source, batch_size=batch_size, device=device)
+
+
+def _node_paths(leaf_paths):
+    """Every proper prefix of the leaf paths: the sub-dicts (the store has no
+    empty sub-dicts, so these are all of them)."""
+    nodes = set()
+    for path in leaf_paths:
+        for i in range(1, len(path)):
+            nodes.add(path[:i])
+    return nodes
+
+
+def _key_of(path):
+    return path[0] if len(path) == 1 else path
+
+
+class _Closed:
+    """Stands in for the native dict after close(): any use says so."""
+
+    def __getattr__(self, name):
+        raise RuntimeError("this TensorDictStore was closed; open it again with "
+                           "TensorDictStore.from_store(handle)")
+
+
+# ---- keys view ----------------------------------------------------------------
+
+class _StoreKeysView(_TensorDictKeysView):
+    """``TensorDictStore.keys()``: one native call per iteration (or per ``in``).
+
+    Order: sorted by path (tdstored's ListKeys order), so a nested key follows
+    its sub-dict: ``next``, ``("next", "done")``, ``("next", "obs")``, ``obs``.
+    """
+
+    def _paths(self):
+        td = self.tensordict
+        is_leaf = self.is_leaf
+        tensor_leaf = is_leaf(torch.Tensor)
+        node_leaf = is_leaf(TensorDictStore)
+        if not td._prefix and tensor_leaf and not node_leaf:
+            # The common case: tdstored answers exactly this question.
+            return td._dict.keys(self.include_nested, self.leaves_only)
+        leaves = td._leaf_paths()
+        nodes = _node_paths(leaves)
+        if self.include_nested:
+            paths = list(leaves) + list(nodes)
+        else:
+            paths = {p[:1] for p in leaves}
+        if self.leaves_only:
+            leaf_set = set(leaves)
+            paths = [p for p in paths
+                     if (tensor_leaf if p in leaf_set else node_leaf)]
+        return sorted(paths)
+
+    def __iter__(self):
+        paths = self._paths()
+        if self.sort:
+            paths = sorted(paths, key=".".join)
+        return iter([_key_of(p) for p in paths])
+
+    def __len__(self):
+        return len(self._paths())
+
+    def __contains__(self, key):
+        key = _unravel_key_to_tuple(key)
+        if not key:
+            raise TypeError("keys of a TensorDictStore are str or tuples of str")
+        if len(key) > 1 and not self.include_nested:
+            # As tensordict: a nested key is in keys() only with include_nested.
+            return False
+        td = self.tensordict
+        if self.leaves_only:
+            return key in set(td._leaf_paths())
+        return td._dict.contains(td._prefix + key)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({list(self)}, include_nested="
+                f"{self.include_nested}, leaves_only={self.leaves_only})")
+
+
+# ---- the store ----------------------------------------------------------------
+
+class TensorDictStore(TensorDictBase):
+    """A TensorDict whose leaves live in tdstored (and Redis behind it).
+
+    ``TensorDictStore(batch_size=..., addr=None, name=None, device=None,
+    client=None, **options)`` creates a dict in the store (ALREADY_EXISTS if
+    ``name`` is taken; a fresh unique name by default). ``addr`` defaults to
+    ``$TDSTORE_ADDR``, then ``127.0.0.1:50051``; ``client`` reuses a
+    :class:`tdstore.Client`'s connection; ``options`` are the Client's
+    (token, tls..., timeout, retry_for). ``rows_per_block``/``part_bytes``
+    set the storage layout (0: tdstored's defaults).
+
+    ``device``: where read tensors land (``None``: CPU). Writes accept
+    tensors on any device.
+
+    Open an existing dict with :meth:`from_store`; fill one from local data
+    with :meth:`from_dict` / :meth:`from_tensordict`. ``td.handle`` is a
+    string any process can open; pickling carries it.
+    """
+
+    _td_dim_names = None
+    _is_shared = False
+    _is_memmap = False
+
+    def __init__(self, *, batch_size=None, addr: str | None = None, name: str | None = None,
+                 device=None, client: Client | None = None, rows_per_block: int = 0,
+                 part_bytes: int = 0, **options):
+        client = self._client_for(addr, client, options)
+        batch_size = torch.Size(() if batch_size is None else batch_size)
+        native_dict = client.create(name or _fresh_name(), batch_size,
+                                    rows_per_block=rows_per_block, part_bytes=part_bytes)
+        self._init(native_dict, client, batch_size, device, ())
+
+    # -- construction helpers --
+
+    @staticmethod
+    def _client_for(addr, client, options) -> Client:
+        if client is not None:
+            if options:
+                raise TypeError("pass connection options to the Client, not with client=")
+            if addr is not None and resolve_addr(addr) != client.address:
+                raise ValueError(f"addr={addr!r} but client= connects to {client.address!r}")
+            return client
+        return Client(addr, **options)
+
+    def _init(self, native_dict, client, batch_size, device, prefix, lock=None, dtypes=None):
+        self._dict = native_dict
+        self._client = client
+        self._batch_size = torch.Size(batch_size)
+        self._device = torch.device(device) if device is not None else None
+        self._prefix = tuple(prefix)
+        # Reads of "everything under this view": [] is the whole dict.
+        self._read_paths = [self._prefix] if self._prefix else []
+        # Shared by a root and its views, as a TensorDict's lock covers its
+        # sub-dicts. (Local to this process for now: issue #14.)
+        self._lock = lock if lock is not None else [False]
+        # Full path -> dtype name: only to cast indexed-write values (see module doc).
+        self._dtypes = dtypes if dtypes is not None else {}
+        self._td_dim_names = None
+
+    @classmethod
+    def _wrap(cls, native_dict, client, batch_size, device=None, prefix=()):
+        obj = cls.__new__(cls)
+        obj._init(native_dict, client, batch_size, device, prefix)
+        return obj
+
+    def _subview(self, prefix) -> "TensorDictStore":
+        """A live view on the sub-dict at ``prefix`` (a full path)."""
+        obj = type(self).__new__(type(self))
+        obj._init(self._dict, self._client, self._batch_size, self._device, prefix,
+                  lock=self._lock, dtypes=self._dtypes)
+        return obj
+
+    @classmethod
+    def from_store(cls, name_or_handle: str | None = None, *, addr: str | None = None,
+                   device=None, client: Client | None = None, td_id: str | None = None,
+                   **options) -> "TensorDictStore":
+        """Open an existing dict by name, or by a ``handle`` string (which holds
+        its address and id, so it never opens a namesake created after it was
+        deleted). ``td_id=`` is accepted as the seed's spelling of the name.
+        Costs open + describe (the batch size). KeyError if it does not exist.
+        """
+        name = name_or_handle if name_or_handle is not None else td_id
+        if name is None:
+            raise TypeError("from_store() needs a dict name or handle")
+        if name.startswith(_HANDLE_PREFIX):
+            if client is not None:
+                options = client.options
+            options = check_options(options)
+            native_dict = _native.open_handle(name, **options)
+            client = Client._wrap(native_dict.client, options)
+        else:
+            client = cls._client_for(addr, client, options)
+            native_dict = client.open(name)
+        batch_size = native_dict.describe()["batch_size"]
+        return cls._wrap(native_dict, client, batch_size, device)
+
+    from_redis = from_store
+
+    @classmethod
+    def from_dict(cls, input_dict, *, batch_size=None, auto_batch_size: bool = False,
+                  batch_dims=None, device=None, names=None, addr: str | None = None,
+                  name: str | None = None, client: Client | None = None,
+                  **options) -> "TensorDictStore":
+        """A new dict holding ``input_dict`` (dict or TensorDict): create + one write.
+
+        ``batch_size`` defaults to the input's (a TensorDict) or ``[]``;
+        ``auto_batch_size=True`` infers it as TensorDict.from_dict does.
+        """
+        if is_tensor_collection(input_dict) and not isinstance(input_dict, TensorDictStore):
+            local = input_dict
+            if batch_size is not None:
+                local = local.clone(False)
+                local.batch_size = batch_size
+        elif isinstance(input_dict, TensorDictStore):
+            local = input_dict.to_local()
+        elif auto_batch_size or batch_dims is not None:
+            local = TensorDict.from_dict(input_dict, batch_size=batch_size,
+                                         auto_batch_size=auto_batch_size,
+                                         batch_dims=batch_dims)
+        else:
+            local = TensorDict(input_dict, batch_size=[] if batch_size is None else batch_size)
+        return cls._upload(local, local.batch_size, device, addr, name, client, options)
+
+    @classmethod
+    def from_tensordict(cls, td: TensorDictBase, *, device=NO_DEFAULT, addr: str | None = None,
+                        name: str | None = None, client: Client | None = None,
+                        **options) -> "TensorDictStore":
+        """A new dict holding ``td``'s leaves (nested TensorDicts become nested
+        paths): create + one write. ``device`` defaults to ``td.device``."""
+        if device is NO_DEFAULT:
+            device = td.device
+        return cls._upload(td, td.batch_size, device, addr, name, client, options)
+
+    @classmethod
+    def _upload(cls, local, batch_size, device, addr, name, client, options):
+        items = _flatten(local, (), [])
+        leaves, keep = _native_leaves(items)  # validate before creating anything
+        out = cls(batch_size=batch_size, addr=addr, name=name, device=device,
+                  client=client, **options)
+        out._dict.write(leaves)
+        del keep
+        return out
+
+    from_dict_instance = TensorDict.from_dict_instance
+
+    # -- identity --
+
+    @property
+    def name(self) -> str:
+        """The dict's name in the store."""
+        return self._dict.name
+
+    @property
+    def handle(self) -> str:
+        """A string :meth:`from_store` (in any process) opens this dict with."""
+        return self._dict.handle
+
+    @property
+    def _td_id(self) -> str:
+        # The seed's identifier attribute; from_store(td_id=...) takes it back.
+        return self._dict.name
+
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    @property
+    def prefix(self) -> tuple:
+        """The path of this view's sub-dict (``()`` for the whole dict)."""
+        return self._prefix
+
+    # -- batch size, device, names --
+
+    @property
+    def batch_size(self) -> torch.Size:
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value):
+        self._change_batch_size(torch.Size(value))
+
+    def _change_batch_size(self, new_size) -> None:
+        if torch.Size(new_size) != self._batch_size:
+            raise RuntimeError(
+                f"the batch size of a TensorDictStore is fixed when it is created "
+                f"({tuple(self._batch_size)}); {_TO_LOCAL}"
+            )
+
+    @property
+    def device(self):
+        """Where reads land (None: CPU). Writes accept any device."""
+        return self._device
+
+    @device.setter
+    def device(self, value):
+        self._device = torch.device(value) if value is not None else None
+
+    def _check_device(self, *, raise_exception: bool = True):
+        return True  # every read is moved to self.device
+
+    def _check_is_shared(self) -> bool:
+        return False
+
+    _erase_names = TensorDict._erase_names
+    _has_names = TensorDict._has_names
+    _set_names = TensorDict._set_names
+    names = TensorDict.names
+    _get_names_idx = TensorDict._get_names_idx
+    _convert_to_tensordict = TensorDict._convert_to_tensordict
+
+    def _rename_subtds(self, names):
+        pass  # views are made on demand and carry no names
+
+    # -- lock (a flag in this process; issue #14 moves it to tdstored) --
+
+    @property
+    def is_locked(self) -> bool:
+        return self._lock[0]
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        self._lock[0] = bool(value)
+
+    @property
+    def _is_locked(self) -> bool:
+        return self._lock[0]
+
+    @_as_context_manager("is_locked")
+    def lock_(self):
+        """Forbid adding, replacing or removing entries through this wrapper,
+        its views and clone(False) copies (in-place writes stay allowed)."""
+        self._lock[0] = True
+        return self
+
+    @_as_context_manager("is_locked")
+    def unlock_(self):
+        self._lock[0] = False
+        return self
+
+    def _propagate_lock(self, lock_parents_weakrefs=None, *, is_compiling=False):
+        self._lock[0] = True
+
+    def _propagate_unlock(self):
+        self._lock[0] = False
+        return []
+
+    def _check_unlocked(self):
+        if self._lock[0]:
+            raise RuntimeError(_LOCK_ERROR)
+
+    # -- listing --
+
+    def _leaf_paths(self):
+        """Leaf paths under this view, relative to it, sorted (one call)."""
+        paths = self._dict.keys(True, True)
+        prefix = self._prefix
+        if not prefix:
+            return paths
+        n = len(prefix)
+        return [p[n:] for p in paths if p[:n] == prefix and len(p) > n]
+
+    def keys(self, include_nested: bool = False, leaves_only: bool = False,
+             is_leaf: Callable | None = None, *, sort: bool = False) -> _StoreKeysView:
+        """As TensorDict.keys(); each iteration is one native call."""
+        return _StoreKeysView(self, include_nested=include_nested, leaves_only=leaves_only,
+                              is_leaf=is_leaf, sort=sort)
+
+    def items(self, include_nested: bool = False, leaves_only: bool = False,
+              is_leaf: Callable | None = None, *, sort: bool = False):
+        """As TensorDict.items(): one listing + ONE read of the leaves it yields
+        (sub-dicts come as live views)."""
+        view = _StoreKeysView(self, include_nested=include_nested, leaves_only=leaves_only,
+                              is_leaf=is_leaf, sort=sort)
+        paths = view._paths()
+        if sort:
+            paths = sorted(paths, key=".".join)
+        leaves = set(self._leaf_paths()) if (self._prefix or include_nested
+                                             or not leaves_only) else None
+        wanted = [p for p in paths if leaves is None or p in leaves]
+        values = {}
+        if wanted:
+            _, read = self._dict.read([self._prefix + p for p in wanted])
+            n = len(self._prefix)
+            for path, dtype, shape, buf in read:
+                values[path[n:]] = self._on_device(_tensor_from(dtype, shape, buf))
+        for p in paths:
+            yield _key_of(p), (values[p] if p in values else self._subview(self._prefix + p))
+
+    def values(self, include_nested: bool = False, leaves_only: bool = False,
+               is_leaf: Callable | None = None, *, sort: bool = False):
+        for _, value in self.items(include_nested, leaves_only, is_leaf, sort=sort):
+            yield value
+
+    def __contains__(self, key) -> bool:
+        """``key in td``: one native call."""
+        path = _unravel_key_to_tuple(key)
+        if not path:
+            raise RuntimeError("key must be a NestedKey (a str or a possibly tuple of str).")
+        return self._dict.contains(self._prefix + path)
+
+    def entry_class(self, key: NestedKey) -> type:
+        """torch.Tensor for a leaf, TensorDictStore for a sub-dict (one listing)."""
+        path = _unravel_key_to_tuple(key)
+        leaves = self._leaf_paths()
+        if path in leaves:
+            return torch.Tensor
+        if path in _node_paths(leaves):
+            return TensorDictStore
+        raise KeyError(f'key "{key}" not found in {type(self).__name__} {self.name!r}')
+
+    def _describe_leaves(self):
+        """Full path -> (dtype name, shape) of every leaf (one describe); refreshes
+        the dtype cache."""
+        leaves = {}
+        for path, dtype, shape, _ in self._dict.describe()["leaves"]:
+            leaves[tuple(path)] = (dtype, tuple(shape))
+            self._dtypes[tuple(path)] = dtype
+        return leaves
+
+    # -- reads --
+
+    def _on_device(self, t):
+        device = self._device
+        if device is not None and t.device != device:
+            return t.to(device)
+        return t
+
+    def _get_path(self, rel, default):
+        """td[key] / td.get(key): a leaf in one read; a sub-dict (a view) in two
+        calls (the exact-leaf read refuses it, then contains)."""
+        path = self._prefix + rel
+        try:
+            _, leaves = self._dict.read([path], None, path)
+        except NotFoundError:
+            if default is NO_DEFAULT:
+                raise
+            return default
+        except InvalidArgumentError:
+            if self._dict.contains(path):
+                return self._subview(path)
+            raise
+        _, dtype, shape, buf = leaves[0]
+        self._dtypes[path] = dtype
+        return self._on_device(_tensor_from(dtype, shape, buf))
+
+    def _get_str(self, key, default=NO_DEFAULT, **kwargs):
+        return self._get_path((key,), default)
+
+    def _get_tuple(self, key, default=NO_DEFAULT, **kwargs):
+        return self._get_path(tuple(key), default)
+
+    def _get_at_str(self, key, idx, default=NO_DEFAULT, **kwargs):
+        return self._get_at_path((key,), idx, default)
+
+    def _get_at_tuple(self, key, idx, default=NO_DEFAULT, **kwargs):
+        return self._get_at_path(tuple(key), idx, default)
+
+    def _get_at_path(self, rel, idx, default):
+        """td.get_at(key, idx): one indexed read of that leaf (or sub-dict)."""
+        path = self._prefix + rel
+        conv = convert_index(idx, self._batch_size)
+        try:
+            batch, leaves = self._dict.read([path], conv.terms)
+        except NotFoundError:
+            if default is NO_DEFAULT:
+                raise
+            return default
+        if len(leaves) == 1 and tuple(leaves[0][0]) == path:
+            out = self._on_device(_tensor_from(*leaves[0][1:]))
+        else:
+            out = _to_tensordict(_nest(leaves, len(path)), batch, self._device)
+        return out[conv.post] if conv.post is not None else out
+
+    def __getitem__(self, index):
+        """``td["key"]``/``td["a", "b"]``: a leaf (one read) or a live view;
+        ``td[idx]``: a local TensorDict of the selected rows (one indexed read)."""
+        if isinstance(index, str):
+            return self._get_path((index,), NO_DEFAULT)
+        if isinstance(index, tuple) and index and isinstance(index[0], (str, tuple)):
+            key = _unravel_key_to_tuple(index)
+            if key:
+                return self._get_path(key, NO_DEFAULT)
+        if index is Ellipsis or (isinstance(index, tuple) and not index):
+            return self  # as TensorDict: td[...] is td itself
+        return self._index_read(index)
+
+    __getitems__ = __getitem__
+
+    def _index_read(self, index) -> TensorDict:
+        conv = convert_index(index, self._batch_size)
+        batch, leaves = self._dict.read(self._read_paths, conv.terms)
+        out = _to_tensordict(_nest(leaves, len(self._prefix)), batch, self._device)
+        return out[conv.post] if conv.post is not None else out
+
+    def _index_tensordict(self, index, new_batch_size=None, names=None):
+        return self._index_read(index)
+
+    def to_local(self) -> TensorDict:
+        """Every leaf of this dict (or view) in a local TensorDict: one read."""
+        batch, leaves = self._dict.read(self._read_paths)
+        return _to_tensordict(_nest(leaves, len(self._prefix)), self._batch_size, self._device)
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
+        return self.to_local()
+
+    def contiguous(self, *, canonical: bool = False) -> TensorDict:
+        return self.to_local()
+
+    def is_contiguous(self) -> bool:
+        return False
+
+    # -- writes --
+
+    def _write(self, items, terms=None):
+        leaves, keep = _native_leaves(items)
+        self._dict.write(leaves, terms)
+        for (path, _), leaf in zip(items, leaves):
+            self._dtypes[path] = leaf[1]
+        del keep
+
+    def _check_batch_dims(self, items):
+        bs = tuple(self._batch_size)
+        n = len(bs)
+        for path, t in items:
+            if tuple(t.shape[:n]) != bs:
+                raise RuntimeError(
+                    f"batch dimension mismatch, got self.batch_size={self._batch_size} and "
+                    f"value.shape={t.shape} (at {_path_str(path)!r})."
+                )
+
+    def _set_path(self, rel, value, inplace):
+        """set / set_ / td[key] = value. inplace False: replace (one write);
+        True: the entries must exist, values are cast and broadcast to them
+        (describe + one write); BEST_ATTEMPT: in place where they exist."""
+        path = self._prefix + rel
+        items = _flatten(value, path, [])
+        self._check_batch_dims(items)
+        if inplace is False:
+            self._check_unlocked()
+            self._write(items)
+            return self
+        existing = self._describe_leaves()
+        out = []
+        for p, t in items:
+            if p in existing:
+                dtype, shape = existing[p]
+                t = t.to(_DTYPES[dtype]).expand(shape)
+            elif inplace is True:
+                raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
+                               f'{self.name!r} (set_ writes existing entries only)')
+            else:
+                self._check_unlocked()
+            out.append((p, t))
+        self._write(out)
+        return self
+
+    def _set_str(self, key, value, *, inplace, validated, ignore_lock=False,
+                 non_blocking=False):
+        if ignore_lock and inplace is False:
+            inplace = None
+        return self._set_path((key,), value, inplace)
+
+    def _set_tuple(self, key, value, *, inplace, validated, non_blocking=False):
+        return self._set_path(tuple(key), value, inplace)
+
+    def __setitem__(self, index, value) -> None:
+        """``td[key] = v`` (one write) or ``td[idx] = td_or_dict`` (one indexed
+        write; values broadcast server-side and are cast to each leaf's dtype)."""
+        if isinstance(index, str):
+            self._set_path((index,), value, False)
+            return
+        if isinstance(index, tuple) and index and isinstance(index[0], (str, tuple)):
+            key = _unravel_key_to_tuple(index)
+            if key:
+                self._set_path(key, value, False)
+                return
+        conv = convert_index(index, self._batch_size)
+        if conv.post is not None:
+            raise IndexError("None (newaxis) in an indexed write is not supported by "
+                             "TensorDictStore: index without it")
+        if isinstance(value, torch.Tensor) or not (isinstance(value, dict)
+                                                   or is_tensor_collection(value)):
+            # td[idx] = 0 / tensor: every leaf gets it (tensordict's semantics).
+            self._fill_at(conv.terms, value, ())
+            return
+        items = _flatten(value, self._prefix, [])
+        if self._lock[0]:
+            existing = self._describe_leaves()
+            if any(p not in existing for p, _ in items):
+                raise RuntimeError(_LOCK_ERROR)
+        self._indexed_write(items, conv.terms)
+
+    def _indexed_write(self, items, terms, dtypes=None):
+        """One indexed write, values cast to the leaves' dtypes. Without
+        ``dtypes`` (fresh from describe) the cached dtypes are used; if tdstored
+        refuses the write, the cache is refreshed and, if a dtype was stale, the
+        write is sent once more."""
+        cache = self._dtypes if dtypes is None else dtypes
+
+        def cast(items):
+            out = []
+            for p, t in items:
+                want = cache.get(p)
+                if want is not None and _DTYPE_NAMES.get(t.dtype) != want:
+                    t = t.to(_DTYPES[want])
+                out.append((p, t))
+            return out
+
+        cast_items = cast(items)
+        try:
+            self._write(cast_items, terms)
+        except InvalidArgumentError:
+            if dtypes is not None:
+                raise
+            sent = {p: _DTYPE_NAMES[t.dtype] for p, t in cast_items}
+            current = {p: d for p, (d, _) in self._describe_leaves().items()}
+            if all(current.get(p, d) == d for p, d in sent.items()):
+                raise  # not a dtype problem: the server's message says what
+            cache = current
+            self._write(cast(items), terms)
+
+    def _set_at_path(self, rel, value, idx):
+        """set_at_: one describe (the entries must exist; their dtypes) + one
+        indexed write."""
+        path = self._prefix + rel
+        items = _flatten(value, path, [])
+        existing = self._describe_leaves()
+        for p, _ in items:
+            if p not in existing:
+                raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
+                               f'{self.name!r}')
+        conv = convert_index(idx, self._batch_size)
+        self._indexed_write(items, conv.terms, {p: d for p, (d, _) in existing.items()})
+        return self
+
+    def _set_at_str(self, key, value, idx, *, validated, non_blocking=False):
+        return self._set_at_path((key,), value, idx)
+
+    def _set_at_tuple(self, key, value, idx, *, validated, non_blocking=False):
+        return self._set_at_path(tuple(key), value, idx)
+
+    def update(self, input_dict_or_td=None, clone: bool = False, inplace: bool = False, *,
+               non_blocking: bool = False, keys_to_update=None, is_leaf=None,
+               update_batch_size: bool = False, ignore_lock: bool = False, **kwargs):
+        """All of the input's leaves in ONE write (they become visible together).
+        With inplace=True, existing leaves keep their dtype (describe first)."""
+        if kwargs:
+            input_dict_or_td = {**(input_dict_or_td or {}), **kwargs}
+        if input_dict_or_td is None or input_dict_or_td is self:
+            return self
+        if update_batch_size:
+            raise RuntimeError(f"update(update_batch_size=True): the batch size of a "
+                               f"TensorDictStore is fixed. {_TO_LOCAL}")
+        items = _flatten(input_dict_or_td, self._prefix, [])
+        if keys_to_update is not None:
+            wanted = [self._prefix + _unravel_key_to_tuple(k) for k in keys_to_update]
+            items = [(p, t) for p, t in items
+                     if any(p[:len(w)] == w for w in wanted)]
+        if not items:
+            return self
+        self._check_batch_dims(items)
+        if inplace:
+            existing = self._describe_leaves()
+            if not ignore_lock and any(p not in existing for p, _ in items):
+                self._check_unlocked()
+            items = [(p, t.to(_DTYPES[existing[p][0]]).expand(existing[p][1]))
+                     if p in existing else (p, t) for p, t in items]
+        elif not ignore_lock:
+            self._check_unlocked()
+        self._write(items)
+        return self
+
+    def update_(self, input_dict_or_td, clone: bool = False, *, non_blocking: bool = False,
+                keys_to_update=None):
+        """In place: every entry must exist (KeyError), values are cast and
+        broadcast to it; describe + ONE write."""
+        items = _flatten(input_dict_or_td, self._prefix, [])
+        if keys_to_update is not None:
+            wanted = [self._prefix + _unravel_key_to_tuple(k) for k in keys_to_update]
+            items = [(p, t) for p, t in items if any(p[:len(w)] == w for w in wanted)]
+        if not items:
+            return self
+        self._check_batch_dims(items)
+        existing = self._describe_leaves()
+        out = []
+        for p, t in items:
+            if p not in existing:
+                raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
+                               f'{self.name!r}')
+            dtype, shape = existing[p]
+            out.append((p, t.to(_DTYPES[dtype]).expand(shape)))
+        self._write(out)
+        return self
+
+    def update_at_(self, input_dict_or_td, idx, clone: bool = False, *,
+                   non_blocking: bool = False, keys_to_update=None):
+        """td[idx] = input for existing entries only (KeyError otherwise):
+        describe + ONE indexed write."""
+        items = _flatten(input_dict_or_td, self._prefix, [])
+        if keys_to_update is not None:
+            wanted = [self._prefix + _unravel_key_to_tuple(k) for k in keys_to_update]
+            items = [(p, t) for p, t in items if any(p[:len(w)] == w for w in wanted)]
+        if not items:
+            return self
+        existing = self._describe_leaves()
+        for p, _ in items:
+            if p not in existing:
+                raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
+                               f'{self.name!r}')
+        conv = convert_index(idx, self._batch_size)
+        self._indexed_write(items, conv.terms, {p: d for p, (d, _) in existing.items()})
+        return self
+
+    def _fill_at(self, terms, value, rel):
+        """Every leaf under ``rel`` set to ``value`` at ``terms``: describe + one
+        indexed write of 0-d values that tdstored broadcasts (nothing the size of
+        the leaves is built here). Beyond tdstored's indexed-call limit, falls
+        back to whole-leaf writes built locally (whole-leaf fills only)."""
+        path = self._prefix + rel
+        n = len(path)
+        existing = self._describe_leaves()
+        targets = {p: d for p, d in existing.items() if p[:n] == path}
+        if not targets:
+            raise KeyError(f'key "{_path_str(rel)}" not found in {type(self).__name__} '
+                           f'{self.name!r}')
+        value = value if isinstance(value, torch.Tensor) else torch.tensor(value)
+        items = [(p, value.to(_DTYPES[d])) for p, (d, _) in targets.items()]
+        try:
+            self._write(items, terms)
+        except ResourceExhaustedError:
+            if terms != [("ellipsis",)]:
+                raise
+            self._write([(p, value.to(_DTYPES[d]).expand(shape))
+                         for p, (d, shape) in targets.items()])
+
+    def fill_(self, key: NestedKey, value):
+        """Every element of leaf (or sub-dict) ``key`` set to ``value``."""
+        self._fill_at([("ellipsis",)], value, _unravel_key_to_tuple(key))
+        return self
+
+    def zero_(self):
+        """Every leaf set to zero (one describe + one write)."""
+        if self._leaf_paths_exist():
+            self._fill_at([("ellipsis",)], 0, ())
+        return self
+
+    def _leaf_paths_exist(self) -> bool:
+        return bool(self._leaf_paths())
+
+    def masked_fill_(self, mask, value):
+        """Every leaf set to ``value`` where the batch ``mask`` is True (one
+        describe + one indexed write)."""
+        conv = convert_index(mask, self._batch_size)
+        self._fill_at(conv.terms, value, ())
+        return self
+
+    def masked_fill(self, mask, value) -> TensorDict:
+        return self.to_local().masked_fill(mask, value)
+
+    def masked_select(self, mask) -> TensorDict:
+        return self[mask]
+
+    def where(self, condition, other, *, out=None, pad=None, update_batch_size=False):
+        return self.to_local().where(condition, other, out=out, pad=pad,
+                                     update_batch_size=update_batch_size)
+
+    # -- removing and renaming --
+
+    def _forget(self, path):
+        n = len(path)
+        for p in [p for p in self._dtypes if p[:n] == path]:
+            del self._dtypes[p]
+
+    def del_(self, key: NestedKey):
+        """Remove a leaf or a whole sub-dict (one call; KeyError if absent)."""
+        self._check_unlocked()
+        path = self._prefix + _unravel_key_to_tuple(key)
+        self._dict.erase(path)
+        self._forget(path)
+        return self
+
+    def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False):
+        """Move a leaf or sub-dict: read it, write it at the new key, erase the
+        old one (not atomic: a crash in between leaves both; tdstored has no
+        leaf rename yet)."""
+        self._check_unlocked()
+        old = self._prefix + _unravel_key_to_tuple(old_key)
+        new = self._prefix + _unravel_key_to_tuple(new_key)
+        if old == new:
+            return self
+        _, leaves = self._dict.read([old])  # KeyError here if old is absent
+        if self._dict.contains(new):
+            if safe:
+                raise KeyError(f"key {new_key} already present in {type(self).__name__}.")
+            self._dict.erase(new)
+            self._forget(new)
+        n = len(old)
+        items = [(new + tuple(p[n:]), _tensor_from(d, s, b)) for p, d, s, b in leaves]
+        self._write(items)
+        self._dict.erase(old)
+        self._forget(old)
+        return self
+
+    def popitem(self):
+        """Remove and return the last key (in keys() order) and its value."""
+        self._check_unlocked()
+        paths = self._dict.keys(False, False) if not self._prefix else sorted(
+            {p[:1] for p in self._leaf_paths()})
+        if not paths:
+            raise KeyError(f"popitem(): {type(self).__name__} is empty")
+        rel = tuple(paths[-1])[len(self._prefix):] if not self._prefix else paths[-1]
+        value = self._get_path(rel, NO_DEFAULT)
+        if isinstance(value, TensorDictStore):
+            value = value.to_local()
+        self.del_(rel)
+        return _key_of(rel), value
+
+    # -- copies --
+
+    def _clone(self, recurse: bool = True):
+        """recurse=True: a NEW dict in the store (fresh name) with the same
+        leaves (one read, create, one write); drop() it when done.
+        recurse=False: another wrapper on the same dict."""
+        if not recurse:
+            return self._subview(self._prefix)
+        out = TensorDictStore(batch_size=self._batch_size, client=self._client,
+                              device=self._device)
+        _, leaves = self._dict.read(self._read_paths)
+        n = len(self._prefix)
+        items = [(tuple(p[n:]), _tensor_from(d, s, b)) for p, d, s, b in leaves]
+        if items:
+            out._write(items)
+        return out
+
+    def empty(self, recurse=False, *, batch_size=None, device=NO_DEFAULT, names=None):
+        """A local, empty TensorDict of the same batch size and device (as the
+        seed); with recurse=True it keeps the sub-dict structure."""
+        batch_size = self._batch_size if batch_size is None else batch_size
+        device = self._device if device is NO_DEFAULT else device
+        out = TensorDict({}, batch_size=batch_size, device=device, names=names)
+        if recurse:
+            for node in sorted(_node_paths(self._leaf_paths())):
+                out.set(node, TensorDict({}, batch_size=batch_size, device=device))
+        return out
+
+    def to(self, *args, **kwargs):
+        """``to(device)``: a wrapper on the same dict whose reads land on
+        ``device`` (no data moves). ``to(TensorDict)``: ``to_local()``. Dtype
+        casts: call to_local().to(...)."""
+        if args and isinstance(args[0], type):
+            if issubclass(args[0], TensorDict):
+                return self.to_local()
+            raise TypeError(f"TensorDictStore.to({args[0].__name__}) is not supported. "
+                            f"{_TO_LOCAL}")
+        if kwargs.pop("batch_size", None) is not None:
+            raise RuntimeError(f"the batch size of a TensorDictStore is fixed. {_TO_LOCAL}")
+        kwargs.pop("non_blocking_pin", None)
+        kwargs.pop("num_threads", None)
+        if kwargs.pop("inplace", False):
+            raise RuntimeError("TensorDictStore.to(..., inplace=True) is not supported; "
+                               "set td.device instead")
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        if dtype is not None:
+            raise RuntimeError(f"TensorDictStore.to(dtype) would rewrite the store. {_TO_LOCAL}")
+        if device is None or device == self._device:
+            return self
+        out = self._subview(self._prefix)
+        out._device = torch.device(device)
+        return out
+
+    # -- whole-dict ops served from a local copy --
+
+    def _apply_nest(self, fn, *others, inplace=False, **kwargs):
+        # apply()/named_apply()/arithmetic: computed on one local copy (one
+        # read); in place, the result is written back in one write.
+        local = self.to_local()
+        others = tuple(o.to_local() if isinstance(o, TensorDictStore) else o for o in others)
+        if not inplace:
+            return local._apply_nest(fn, *others, **kwargs)
+        local._apply_nest(fn, *others, inplace=True, **kwargs)
+        self.update_(local)
+        return self
+
+    def _cast_reduction(self, *args, **kwargs):
+        return self.to_local()._cast_reduction(*args, **kwargs)
+
+    def _multithread_apply_flat(self, *args, **kwargs):
+        return self.to_local()._multithread_apply_flat(*args, **kwargs)
+
+    def _multithread_rebuild(self, *args, **kwargs):
+        return self.to_local()._multithread_rebuild(*args, **kwargs)
+
+    def _to_module(self, *args, **kwargs):
+        return self.to_local()._to_module(*args, **kwargs)
+
+    def _unbind(self, dim: int):
+        return self.to_local().unbind(dim)
+
+    def all(self, dim=None):
+        return self.to_local().all(dim) if dim is not None else self.to_local().all()
+
+    def any(self, dim=None):
+        return self.to_local().any(dim) if dim is not None else self.to_local().any()
+
+    def split(self, split_size, dim: int = 0):
+        """Local TensorDicts, one indexed read each."""
+        dim = dim + self.batch_dims if dim < 0 else dim
+        size = self._batch_size[dim]
+        if isinstance(split_size, int):
+            bounds = list(range(0, size, split_size)) + [size]
+        else:
+            bounds = [0]
+            for s in split_size:
+                bounds.append(bounds[-1] + s)
+            if bounds[-1] != size:
+                raise RuntimeError(f"split sizes {list(split_size)} do not add up to {size}")
+        lead = (slice(None),) * dim
+        return tuple(self._index_read(lead + (slice(a, b),)) for a, b in zip(bounds, bounds[1:]))
+
+    def chunk(self, chunks: int, dim: int = 0):
+        size = self._batch_size[dim]
+        return self.split(-(size // -chunks), dim)
+
+    def __eq__(self, other):
+        return self.to_local() == (other.to_local() if isinstance(other, TensorDictStore)
+                                   else other)
+
+    def __ne__(self, other):
+        return self.to_local() != (other.to_local() if isinstance(other, TensorDictStore)
+                                   else other)
+
+    def __xor__(self, other):
+        return self.to_local() ^ other
+
+    def __or__(self, other):
+        return self.to_local() | other
+
+    def __ge__(self, other):
+        return self.to_local() >= other
+
+    def __gt__(self, other):
+        return self.to_local() > other
+
+    def __le__(self, other):
+        return self.to_local() <= other
+
+    def __lt__(self, other):
+        return self.to_local() < other
+
+    __hash__ = object.__hash__
+
+    def detach_(self):
+        return self  # stored tensors carry no autograd history
+
+    # -- what a store cannot do --
+
+    def _shape_op(name):  # noqa: N805 - a factory used in the class body
+        def method(self, *args, **kwargs):
+            raise RuntimeError(
+                f"Cannot call `{name}` on a TensorDictStore: the store keeps the batch "
+                f"shape it was created with. {_TO_LOCAL}"
+            )
+        method.__name__ = name
+        return method
+
+    _view = _shape_op("view")  # type: ignore[assignment]
+    _transpose = _shape_op("transpose")
+    _permute = _shape_op("permute")
+    _squeeze = _shape_op("squeeze")
+    _unsqueeze = _shape_op("unsqueeze")
+    reshape = _shape_op("reshape")
+    expand = _shape_op("expand")
+    flatten = _shape_op("flatten")
+    unflatten = _shape_op("unflatten")
+    _repeat = _shape_op("repeat")
+    repeat_interleave = _shape_op("repeat_interleave")
+    _add_batch_dim = _shape_op("vmap")
+    del _shape_op
+
+    def _remove_batch_dim(self, vmap_level, batch_size, out_dim):
+        raise RuntimeError(f"TensorDictStore cannot be used with vmap. {_TO_LOCAL}")
+
+    def _maybe_remove_batch_dim(self, funcname, vmap_level, batch_size, out_dim):
+        raise RuntimeError(f"TensorDictStore cannot be used with vmap. {_TO_LOCAL}")
+
+    def share_memory_(self):
+        raise NotImplementedError(
+            "share_memory_() on a TensorDictStore: it is already shared through tdstored; "
+            "pass the store itself (it pickles as a handle) or td.handle to other processes"
+        )
+
+    def pin_memory(self, *args, **kwargs):
+        raise RuntimeError(f"Cannot pin the memory of a TensorDictStore. {_TO_LOCAL}")
+
+    def _memmap_(self, **kwargs):
+        raise RuntimeError(f"Cannot memory-map a TensorDictStore in place. Use "
+                           f"td.to_local().memmap(...)")
+
+    def memmap_(self, *args, **kwargs):
+        raise RuntimeError("Cannot memory-map a TensorDictStore in place. Use "
+                           "td.to_local().memmap(...)")
+
+    def make_memmap(self, *args, **kwargs):
+        raise RuntimeError("Cannot make a memory-mapped tensor in a TensorDictStore; "
+                           "write a tensor with td[key] = tensor")
+
+    make_memmap_from_storage = make_memmap
+    make_memmap_from_tensor = make_memmap
+
+    @classmethod
+    def _load_memmap(cls, *args, **kwargs):
+        raise RuntimeError("TensorDictStore cannot be loaded from a memmap; use "
+                           "TensorDictStore.from_tensordict(TensorDict.load_memmap(path))")
+
+    def _select(self, *keys, inplace=False, strict=True, set_shared=True):
+        if inplace:
+            raise RuntimeError(f"select(inplace=True) on a TensorDictStore: delete the "
+                               f"other keys with del_(), or {_TO_LOCAL}")
+        return self.to_local()._select(*keys, inplace=False, strict=strict)
+
+    def _exclude(self, *keys, inplace=False, set_shared=True):
+        if inplace:
+            for key in keys:
+                if key in self:
+                    self.del_(key)
+            return self
+        return self.to_local()._exclude(*keys, inplace=False)
+
+    def _set_non_tensor(self, key, value):
+        raise NotImplementedError("TensorDictStore cannot store non-tensor data yet")
+
+    def _stack_onto_(self, list_item, dim):
+        raise RuntimeError(f"Cannot stack onto a TensorDictStore. {_TO_LOCAL}")
+
+    @_as_context_manager()
+    def flatten_keys(self, separator=".", inplace=False):
+        if inplace:
+            raise RuntimeError(f"flatten_keys(inplace=True) on a TensorDictStore. {_TO_LOCAL}")
+        return self.to_local().flatten_keys(separator)
+
+    @_as_context_manager()
+    def unflatten_keys(self, separator=".", inplace=False):
+        if inplace:
+            raise RuntimeError(f"unflatten_keys(inplace=True) on a TensorDictStore. {_TO_LOCAL}")
+        return self.to_local().unflatten_keys(separator)
+
+    # -- lifetime, pickling, repr --
+
+    def __reduce__(self):
+        # A handle (address + name + id), not the data: unpickling in another
+        # process (spawn, DataLoader worker) opens the same dict.
+        return (_unpickle, (self.handle, self._client.options, self._prefix,
+                            tuple(self._batch_size),
+                            None if self._device is None else str(self._device),
+                            self._lock[0]))
+
+    def __getstate__(self):
+        raise TypeError("TensorDictStore pickles through __reduce__")
+
+    def close(self) -> None:
+        """Release this wrapper's connection (the dict stays in the store)."""
+        self._dict = _Closed()
+
+    def drop(self) -> None:
+        """Delete the whole dict from the store (all views of it included)."""
+        name = self._dict.name
+        self._client.drop(name)
+        self._dtypes.clear()
+
+    clear_redis = drop
+
+    def __repr__(self) -> str:
+        # One describe: shapes and dtypes, no data.
+        try:
+            info = self._dict.describe()
+        except Exception as err:  # noqa: BLE001 - a repr must not raise
+            return f"TensorDictStore(name=?, error={err})"
+        n = len(self._prefix)
+        fields = []
+        for path, dtype, shape, _ in info["leaves"]:
+            path = tuple(path)
+            if path[:n] == self._prefix:
+                fields.append(f"{_path_str(path[n:])}: Tensor(shape={list(shape)}, "
+                              f"dtype={dtype})")
+        body = ",\n        ".join(fields)
+        where = f"{info['name']!r}" + (f", prefix={_path_str(self._prefix)!r}" if n else "")
+        return (f"TensorDictStore(\n    name={where},\n    addr={self._client.address!r},\n"
+                f"    fields={{\n        {body}}},\n    batch_size={self._batch_size},\n"
+                f"    device={self._device})")
+
+
+def _unpickle(handle, options, prefix, batch_size, device, locked):
+    native_dict = _native.open_handle(handle, **options)
+    client = Client._wrap(native_dict.client, options)
+    td = TensorDictStore._wrap(native_dict, client, batch_size, device, prefix)
+    td._lock[0] = locked
+    return td
+
+
+def open_handle(handle: str, *, device=None, **options) -> TensorDictStore:
+    """Open the dict a ``td.handle`` string names (in any process)."""
+    return TensorDictStore.from_store(handle, device=device, **options)
+
+
+def from_store(name_or_handle: str, **kwargs) -> TensorDictStore:
+    """``TensorDictStore.from_store``."""
+    return TensorDictStore.from_store(name_or_handle, **kwargs)
+
+
+_register_tensor_class(TensorDictStore)
