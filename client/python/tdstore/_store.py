@@ -191,7 +191,8 @@ def _to_tensordict(source: dict, batch_size, device) -> TensorDict:
             source[key] = _to_tensordict(value, batch_size, device)
         elif device is not None and value.device != device:
             source[key] = value.to(device)
-    return TensorDict._new_unsafe(source=source, batch_size=batch_size, device=device)
+    return TensorDict._new_unsafe(source=source, batch_size=torch.Size(batch_size),
+                                  device=device)
 
 
 def _node_paths(leaf_paths):

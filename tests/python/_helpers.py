@@ -1,0 +1,20 @@
+"""Comparisons shared by the tests."""
+
+import torch
+from tensordict import TensorDictBase
+
+
+def leaves(td: TensorDictBase) -> dict:
+    """Nested key -> tensor, for every leaf."""
+    return {k: td.get(k) for k in td.keys(include_nested=True, leaves_only=True)}
+
+
+def assert_td_equal(actual: TensorDictBase, expected: TensorDictBase):
+    assert actual.batch_size == expected.batch_size, (actual.batch_size, expected.batch_size)
+    a, e = leaves(actual), leaves(expected)
+    assert sorted(map(str, a)) == sorted(map(str, e)), (list(a), list(e))
+    for key, want in e.items():
+        got = a[key]
+        assert got.dtype == want.dtype, (key, got.dtype, want.dtype)
+        assert got.shape == want.shape, (key, got.shape, want.shape)
+        assert torch.equal(got.cpu(), want.cpu()), (key, got, want)
