@@ -205,6 +205,19 @@ def _node_paths(leaf_paths):
     return nodes
 
 
+def _selects_all(index) -> bool:
+    """True for td[...], td[()], td[:], td[:, ...]: tensordict returns the
+    TensorDict itself for these, so the store does too."""
+    if index is Ellipsis or (type(index) is slice and index == _ALL):
+        return True
+    if type(index) is not tuple:
+        return False
+    return all(i is Ellipsis or (type(i) is slice and i == _ALL) for i in index)
+
+
+_ALL = slice(None)
+
+
 def _key_of(path):
     return path[0] if len(path) == 1 else path
 
@@ -226,15 +239,18 @@ class _StoreKeysView(_TensorDictKeysView):
     its sub-dict: ``next``, ``("next", "done")``, ``("next", "obs")``, ``obs``.
     """
 
-    def _paths(self):
+    def _paths(self, leaves=None):
+        """The listed paths, sorted; derived from ``leaves`` (every leaf path
+        under the view) when the caller has them, else one native call."""
         td = self.tensordict
         is_leaf = self.is_leaf
         tensor_leaf = is_leaf(torch.Tensor)
         node_leaf = is_leaf(TensorDictStore)
-        if not td._prefix and tensor_leaf and not node_leaf:
+        if leaves is None and not td._prefix and tensor_leaf and not node_leaf:
             # The common case: tdstored answers exactly this question.
             return td._dict.keys(self.include_nested, self.leaves_only)
-        leaves = td._leaf_paths()
+        if leaves is None:
+            leaves = td._leaf_paths()
         nodes = _node_paths(leaves)
         if self.include_nested:
             paths = list(leaves) + list(nodes)
@@ -246,13 +262,23 @@ class _StoreKeysView(_TensorDictKeysView):
                      if (tensor_leaf if p in leaf_set else node_leaf)]
         return sorted(paths)
 
+    _handoff = None
+
     def __iter__(self):
         paths = self._paths()
         if self.sort:
             paths = sorted(paths, key=".".join)
-        return iter([_key_of(p) for p in paths])
+        it = iter([_key_of(p) for p in paths])
+        self._handoff = (it, len(paths))
+        return it
 
     def __len__(self):
+        # list(td.keys()) calls iter() and then len() for a size hint: while
+        # the iterator just handed out is untouched, its listing answers, so
+        # the pair costs one call. Any other len() lists again (views are live).
+        handoff, self._handoff = self._handoff, None
+        if handoff is not None and handoff[0].__length_hint__() == handoff[1]:
+            return handoff[1]
         return len(self._paths())
 
     def __contains__(self, key):
@@ -547,12 +573,12 @@ class TensorDictStore(TensorDictBase):
         (sub-dicts come as live views)."""
         view = _StoreKeysView(self, include_nested=include_nested, leaves_only=leaves_only,
                               is_leaf=is_leaf, sort=sort)
-        paths = view._paths()
+        leaves = self._leaf_paths()
+        paths = view._paths(leaves)
         if sort:
             paths = sorted(paths, key=".".join)
-        leaves = set(self._leaf_paths()) if (self._prefix or include_nested
-                                             or not leaves_only) else None
-        wanted = [p for p in paths if leaves is None or p in leaves]
+        leaves = set(leaves)
+        wanted = [p for p in paths if p in leaves]
         values = {}
         if wanted:
             _, read = self._dict.read([self._prefix + p for p in wanted])
@@ -634,6 +660,14 @@ class TensorDictStore(TensorDictBase):
     def _get_at_path(self, rel, idx, default):
         """td.get_at(key, idx): one indexed read of that leaf (or sub-dict)."""
         path = self._prefix + rel
+        items = idx if isinstance(idx, tuple) else (idx,)
+        if (len(items) > len(self._batch_size)
+                or any(i is Ellipsis or i is None for i in items)):
+            # get_at is get(key)[idx]: an Ellipsis then spans the leaf's
+            # element dims too, and an index may reach into them. The server
+            # indexes batch dims only, so read the leaf and index it here.
+            value = self._get_path(rel, default)
+            return value if value is default else value[idx]
         conv = convert_index(idx, self._batch_size)
         try:
             batch, leaves = self._dict.read([path], conv.terms)
@@ -656,8 +690,8 @@ class TensorDictStore(TensorDictBase):
             key = _unravel_key_to_tuple(index)
             if key:
                 return self._get_path(key, NO_DEFAULT)
-        if index is Ellipsis or (isinstance(index, tuple) and not index):
-            return self  # as TensorDict: td[...] is td itself
+        if _selects_all(index):
+            return self  # as TensorDict: td[...], td[:] are td itself
         return self._index_read(index)
 
     __getitems__ = __getitem__
