@@ -209,10 +209,14 @@ def _procs():
     procs.stop()
 
 
+REDIS_URLS: dict = {}  # back end -> the --redis URL its tdstored uses
+
+
 def _backend(kind, procs, tmp_path_factory):
     base = tmp_path_factory.mktemp(kind)
     try:
         url = start_standalone(procs, base) if kind == "standalone" else start_cluster(procs, base)
+        REDIS_URLS[kind] = url
         return start_tdstored(procs, base, url)
     except (StartError, OSError, subprocess.SubprocessError, redis.exceptions.RedisError) as err:
         pytest.fail(f"cannot start the {kind} back end: {err}", pytrace=False)
@@ -226,6 +230,12 @@ def standalone_addr(_procs, tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def cluster_addr(_procs, tmp_path_factory) -> str:
     return _backend("cluster", _procs, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def standalone_redis_port(standalone_addr) -> int:
+    """The port of the standalone back end's redis-server (for the seed, over redis-py)."""
+    return int(REDIS_URLS["standalone"].rsplit(":", 1)[1])
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

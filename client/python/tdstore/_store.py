@@ -434,6 +434,26 @@ class TensorDictStore(TensorDictBase):
         return cls._upload(td, td.batch_size, device, addr, name, client, options)
 
     @classmethod
+    def from_schema(cls, schema: dict, *, batch_size=None, device=None, addr: str | None = None,
+                    name: str | None = None, client: Client | None = None, rows_per_block: int = 0,
+                    part_bytes: int = 0, **options) -> "TensorDictStore":
+        """A new dict with zero-filled leaves, allocated by tdstored (no data
+        crosses): ``schema`` maps a key to ``(element_shape, dtype)``. One call."""
+        specs = []
+        for key, (elem_shape, dtype) in schema.items():
+            path = _unravel_key_to_tuple(key)
+            if not path:
+                raise TypeError(f"schema keys must be str or tuples of str, got {key!r}")
+            if dtype not in _DTYPE_NAMES:
+                raise TypeError(f"{_path_str(path)}: dtype {dtype} cannot be stored")
+            specs.append((path, _DTYPE_NAMES[dtype], [int(s) for s in elem_shape]))
+        client = cls._client_for(addr, client, options)
+        batch_size = torch.Size(() if batch_size is None else batch_size)
+        native_dict = client.create(name or _fresh_name(), batch_size, specs,
+                                    rows_per_block=rows_per_block, part_bytes=part_bytes)
+        return cls._wrap(native_dict, client, batch_size, device)
+
+    @classmethod
     def _upload(cls, local, batch_size, device, addr, name, client, options):
         items = _flatten(local, (), [])
         leaves, keep = _native_leaves(items)  # validate before creating anything
