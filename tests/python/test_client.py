@@ -31,8 +31,10 @@ def test_create_open_rename_drop(client):
         td["obs"]
     td = TensorDictStore.from_store(name + "-renamed", client=client)
     assert torch.equal(td["obs"], torch.zeros(3, 2))
+    other = client.create(name + "-other", [1])
     with pytest.raises(tdstore.AlreadyExistsError):
-        client.rename(name + "-renamed", name + "-renamed")
+        client.rename(name + "-renamed", other.name)
+    client.drop(other.name)
     client.drop(name + "-renamed")
     with pytest.raises(KeyError):
         client.drop(name + "-renamed")
