@@ -758,15 +758,17 @@ class TensorDictStore(TensorDictBase):
                     f"value.shape={t.shape} (at {_path_str(path)!r})."
                 )
 
-    def _set_path(self, rel, value, inplace):
+    def _set_path(self, rel, value, inplace, ignore_lock=False):
         """set / set_ / td[key] = value. inplace False: replace (one write);
         True: the entries must exist, values are cast and broadcast to them
-        (describe + one write); BEST_ATTEMPT: in place where they exist."""
+        (describe + one write); anything else (tensordict's BEST_ATTEMPT_INPLACE):
+        in place where they exist."""
         path = self._prefix + rel
         items = _flatten(value, path, [])
         self._check_batch_dims(items)
         if inplace is False:
-            self._check_unlocked()
+            if not ignore_lock:
+                self._check_unlocked()
             self._write(items)
             return self
         existing = self._describe_leaves()
@@ -778,7 +780,7 @@ class TensorDictStore(TensorDictBase):
             elif inplace is True:
                 raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
                                f'{self.name!r} (set_ writes existing entries only)')
-            else:
+            elif not ignore_lock:
                 self._check_unlocked()
             out.append((p, t))
         self._write(out)
@@ -786,9 +788,7 @@ class TensorDictStore(TensorDictBase):
 
     def _set_str(self, key, value, *, inplace, validated, ignore_lock=False,
                  non_blocking=False):
-        if ignore_lock and inplace is False:
-            inplace = None
-        return self._set_path((key,), value, inplace)
+        return self._set_path((key,), value, inplace, ignore_lock)
 
     def _set_tuple(self, key, value, *, inplace, validated, non_blocking=False):
         return self._set_path(tuple(key), value, inplace)
