@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore::cli {
 

@@ -6,25 +6,25 @@
 #include <ostream>
 
 #include "client/cli/args.h"
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore::cli {
 
 // create NAME --batch-size DIMS [--rows-per-block N] [--part-bytes N]
-void RunCreate(Client& client, const CommandLine& line, std::ostream& out);
+void RunCreate(core::Client& client, const CommandLine& line, std::ostream& out);
 // ls | ls NAME
-void RunList(Client& client, const CommandLine& line, std::ostream& out);
+void RunList(core::Client& client, const CommandLine& line, std::ostream& out);
 // info NAME
-void RunInfo(Client& client, const CommandLine& line, std::ostream& out);
+void RunInfo(core::Client& client, const CommandLine& line, std::ostream& out);
 // put NAME PATH FILE.npy [--index TEXT | --index-file IDX.npy]
-void RunPut(Client& client, const CommandLine& line, std::ostream& out);
+void RunPut(core::Client& client, const CommandLine& line, std::ostream& out);
 // get NAME PATH -o FILE.npy [--index TEXT | --index-file IDX.npy]
-void RunGet(Client& client, const CommandLine& line, std::ostream& out);
+void RunGet(core::Client& client, const CommandLine& line, std::ostream& out);
 // rm NAME [PATH]
-void RunRemove(Client& client, const CommandLine& line, std::ostream& out);
+void RunRemove(core::Client& client, const CommandLine& line, std::ostream& out);
 
 // server: the daemon's version and Redis back end.
-void RunServer(Client& client, const CommandLine& line, std::ostream& out);
+void RunServer(core::Client& client, const CommandLine& line, std::ostream& out);
 
 }  // namespace tdstore::cli
 

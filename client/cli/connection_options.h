@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "client/cli/args.h"
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore::cli {
 

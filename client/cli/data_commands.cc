@@ -5,10 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "client/cli/dict_leaves.h"
+#include "client/cli/host_tensor.h"
 #include "client/cli/progress.h"
 #include "client/cli/table.h"
 #include "client/cli/tensor_file.h"
-#include "client/src/scalar_type.h"
 #include "common/block_layout.h"
 #include "common/dtype.h"
 #include "common/shape.h"
@@ -16,7 +17,7 @@
 namespace tdstore::cli {
 namespace {
 
-// Leaves smaller than this travel several to a call (update / get_many),
+// Leaves smaller than this travel several to a call (one write or read),
 // up to this many bytes together; a bigger leaf travels alone. It bounds the
 // memory a transfer holds besides the one biggest leaf.
 constexpr int64_t kGroupBytes = 64 << 20;
@@ -39,30 +40,22 @@ std::vector<std::vector<size_t>> GroupLeaves(const std::vector<int64_t>& bytes) 
   return groups;
 }
 
-std::vector<LeafInfo> SortedLeaves(const DictInfo& info) {
-  std::vector<LeafInfo> leaves = info.leaves;
-  std::sort(leaves.begin(), leaves.end(),
-            [](const LeafInfo& a, const LeafInfo& b) { return a.path < b.path; });
-  return leaves;
-}
-
-int64_t TotalBytes(const std::vector<LeafInfo>& leaves) {
-  int64_t total = 0;
-  for (const LeafInfo& leaf : leaves) total += leaf.byte_size;
-  return total;
-}
+using core::LeafMeta;
 
 std::string BytesText(int64_t bytes) {
   return bytes < 1024 ? std::to_string(bytes)
                       : std::to_string(bytes) + " (" + FormatBytes(bytes) + ")";
 }
 
-DType DTypeOf(const LeafInfo& leaf) {
-  std::optional<DType> dtype = DTypeFromScalarType(leaf.dtype);
-  if (!dtype) {
-    throw CliError("leaf '" + leaf.path.str() + "' has a dtype this client cannot handle");
-  }
-  return *dtype;
+// Reads `paths` (leaves, never prefixes of one another) into tensors of
+// their own, each allocated once.
+std::map<Key, HostTensor> ReadLeaves(const core::Dict& dict, const std::vector<Key>& paths,
+                                     core::Progress progress) {
+  HostTensorSink sink;
+  core::ReadOptions options;
+  options.progress = std::move(progress);
+  dict.read(paths, sink, options);
+  return std::move(sink.leaves());
 }
 
 // The longest run of leading dims every shape shares: the batch size of a
@@ -109,7 +102,7 @@ void CheckImportable(const std::string& file, const std::vector<TensorEntry>& en
 // failure midway leaves nothing behind.
 class HalfMadeDict {
  public:
-  HalfMadeDict(Client& client, std::string name) : client_(client), name_(std::move(name)) {}
+  HalfMadeDict(const core::Client& client, std::string name) : client_(client), name_(std::move(name)) {}
   ~HalfMadeDict() {
     if (complete_) return;
     try {
@@ -121,14 +114,14 @@ class HalfMadeDict {
   void Complete() { complete_ = true; }
 
  private:
-  Client& client_;
+  const core::Client& client_;
   std::string name_;
   bool complete_ = false;
 };
 
 }  // namespace
 
-void RunImport(Client& client, const CommandLine& line, std::ostream& /*out*/) {
+void RunImport(core::Client& client, const CommandLine& line, std::ostream& /*out*/) {
   const std::string& name = line.operands[0];
   const std::string& file = line.operands[1];
   const std::optional<Shape> batch_option = BatchSizeOption(line);
@@ -150,35 +143,43 @@ void RunImport(Client& client, const CommandLine& line, std::ostream& /*out*/) {
 
   // Leaves are written after an empty create, not created zero-filled by a
   // schema: zero-filling would first allocate every leaf's size in Redis.
-  Dict dict = client.create(name, batch_size, options);
+  const core::Dict dict = client.create(name, batch_size, /*schema=*/{}, options);
   HalfMadeDict cleanup(client, name);
   Progress progress(total, ProgressWanted(Quiet(line)));
   for (const std::vector<size_t>& group : GroupLeaves(bytes)) {
-    std::map<Key, at::Tensor> values;
-    for (size_t i : group) values.emplace(entries[i].path, reader->Load(i));
-    dict.update(values);
+    // Views of the mapped file where it holds the bytes plainly, sent in
+    // place; inflated copies of compressed .npz members.
+    std::vector<HostTensor> tensors;
+    std::vector<core::LeafData> leaves;
+    int64_t group_bytes = 0;
     for (size_t i : group) {
-      reader->Release(i);
-      progress.Add(bytes[i]);
+      tensors.push_back(reader->Load(i));
+      leaves.push_back(LeafOf(entries[i].path, tensors.back()));
+      group_bytes += bytes[i];
     }
+    core::WriteOptions write;
+    write.progress = progress.Tracker();
+    dict.write(leaves, write);
+    for (size_t i : group) reader->Release(i);
+    progress.Add(group_bytes);
   }
   cleanup.Complete();
   progress.Finish();
 }
 
-void RunExport(Client& client, const CommandLine& line, std::ostream& /*out*/) {
+void RunExport(core::Client& client, const CommandLine& line, std::ostream& /*out*/) {
   const std::string& file = line.operands[1];
   TensorFileFormat(file);  // a bad file name fails before the daemon is asked
-  Dict dict = client.open(line.operands[0]);
-  const DictInfo info = dict.describe();
-  const std::vector<LeafInfo> leaves = SortedLeaves(info);
+  const core::Dict dict = client.open(line.operands[0]);
+  const core::DictInfo info = dict.describe();
+  const std::vector<LeafMeta> leaves = SortedLeaves(info);
 
   std::vector<TensorEntry> entries;
   std::vector<int64_t> bytes;
-  for (const LeafInfo& leaf : leaves) {
+  for (const LeafMeta& leaf : leaves) {
     TensorEntry entry;
     entry.path = leaf.path;
-    entry.dtype = DTypeOf(leaf);
+    entry.dtype = leaf.dtype;
     entry.shape = leaf.shape;
     entry.data_bytes = leaf.byte_size;
     entries.push_back(std::move(entry));
@@ -189,11 +190,15 @@ void RunExport(Client& client, const CommandLine& line, std::ostream& /*out*/) {
   for (const std::vector<size_t>& group : GroupLeaves(bytes)) {
     std::vector<Key> paths;
     for (size_t i : group) paths.push_back(leaves[i].path);
-    // Leaves are never prefixes of one another, so each path reads one leaf.
-    LocalDict got = dict.get_many(paths);
+    std::map<Key, HostTensor> got = ReadLeaves(dict, paths, progress.Tracker());
     for (size_t i : group) {
-      writer->Add(got.at(leaves[i].path));
-      got.leaves.erase(leaves[i].path);  // free each leaf once written
+      auto it = got.find(leaves[i].path);
+      if (it == got.end()) {
+        throw CliError("leaf '" + leaves[i].path.str() +
+                       "' was deleted while it was being exported; try again");
+      }
+      writer->Add(it->second);
+      got.erase(it);  // free each leaf once written
       progress.Add(bytes[i]);
     }
   }
@@ -201,38 +206,47 @@ void RunExport(Client& client, const CommandLine& line, std::ostream& /*out*/) {
   progress.Finish();
 }
 
-void RunCopy(Client& client, const CommandLine& line, std::ostream& /*out*/) {
-  Dict source = client.open(line.operands[0]);
-  const DictInfo info = source.describe();
-  const std::vector<LeafInfo> leaves = SortedLeaves(info);
+void RunCopy(core::Client& client, const CommandLine& line, std::ostream& /*out*/) {
+  const core::Dict source = client.open(line.operands[0]);
+  const core::DictInfo info = source.describe();
+  const std::vector<LeafMeta> leaves = SortedLeaves(info);
   CreateOptions options;
   options.rows_per_block = info.rows_per_block;
   options.part_bytes = info.part_bytes;
 
   // ALREADY_EXISTS here leaves the existing dict alone.
-  Dict target = client.create(line.operands[1], info.batch_size, options);
+  const core::Dict target = client.create(line.operands[1], info.batch_size, /*schema=*/{}, options);
   HalfMadeDict cleanup(client, line.operands[1]);
   std::vector<int64_t> bytes;
-  for (const LeafInfo& leaf : leaves) bytes.push_back(leaf.byte_size);
+  for (const LeafMeta& leaf : leaves) bytes.push_back(leaf.byte_size);
   Progress progress(TotalBytes(leaves), ProgressWanted(Quiet(line)));
   for (const std::vector<size_t>& group : GroupLeaves(bytes)) {
     std::vector<Key> paths;
-    for (size_t i : group) paths.push_back(leaves[i].path);
-    const LocalDict got = source.get_many(paths);
-    target.update(got.leaves);
-    for (size_t i : group) progress.Add(bytes[i]);
+    int64_t group_bytes = 0;
+    for (size_t i : group) {
+      paths.push_back(leaves[i].path);
+      group_bytes += bytes[i];
+    }
+    // Every byte moves twice, in then out: each pass is half the bar.
+    const std::map<Key, HostTensor> got = ReadLeaves(source, paths, progress.Tracker(0, 2));
+    std::vector<core::LeafData> out;
+    for (const auto& [path, tensor] : got) out.push_back(LeafOf(path, tensor));
+    core::WriteOptions write;
+    write.progress = progress.Tracker(group_bytes, 2);
+    target.write(out, write);
+    progress.Add(group_bytes);
   }
   cleanup.Complete();
   progress.Finish();
 }
 
-void RunStats(Client& client, const CommandLine& line, std::ostream& out) {
+void RunStats(core::Client& client, const CommandLine& line, std::ostream& out) {
   if (line.operands.empty()) {
-    const Client::ServerInfo server = client.server_info();
+    const core::ServerInfo server = client.server_info();
     std::vector<std::vector<std::string>> rows = {{"DICT", "LEAVES", "BYTES"}};
     int64_t dicts = 0, leaves = 0, bytes = 0;
     for (const std::string& name : client.list()) {
-      DictInfo info;
+      core::DictInfo info;
       try {
         info = client.open(name).describe();
       } catch (const Error& e) {
@@ -259,17 +273,16 @@ void RunStats(Client& client, const CommandLine& line, std::ostream& out) {
     return;
   }
 
-  const DictInfo info = client.open(line.operands[0]).describe();
-  const std::vector<LeafInfo> leaves = SortedLeaves(info);
+  const core::DictInfo info = client.open(line.operands[0]).describe();
+  const std::vector<LeafMeta> leaves = SortedLeaves(info);
   // Block b of every leaf lives together, so the dict spans as many blocks
   // as its longest leaf; each block part is one Redis value.
   int64_t blocks = 0, values = 0;
   std::vector<std::vector<std::string>> rows = {{"PATH", "DTYPE", "SHAPE", "BYTES", "BLOCKS",
                                                  "VALUES"}};
-  for (const LeafInfo& leaf : leaves) {
-    const DType dtype = DTypeOf(leaf);
+  for (const LeafMeta& leaf : leaves) {
     absl::StatusOr<BlockLayout> layout =
-        BlockLayout::Make(info.batch_size, leaf.shape, DTypeSize(dtype), info.rows_per_block,
+        BlockLayout::Make(info.batch_size, leaf.shape, DTypeSize(leaf.dtype), info.rows_per_block,
                           info.part_bytes);
     if (!layout.ok()) {
       throw CliError("leaf '" + leaf.path.str() + "': " + std::string(layout.status().message()));
@@ -278,7 +291,7 @@ void RunStats(Client& client, const CommandLine& line, std::ostream& out) {
     for (int64_t b = 0; b < layout->block_count(); ++b) leaf_values += layout->part_count(b);
     blocks = std::max(blocks, layout->block_count());
     values += leaf_values;
-    rows.push_back({leaf.path.str(), std::string(DTypeName(dtype)), ShapeToString(leaf.shape),
+    rows.push_back({leaf.path.str(), std::string(DTypeName(leaf.dtype)), ShapeToString(leaf.shape),
                     std::to_string(leaf.byte_size), std::to_string(layout->block_count()),
                     std::to_string(leaf_values)});
   }

@@ -12,7 +12,7 @@
 #include <ostream>
 
 #include "client/cli/args.h"
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore::cli {
 
@@ -20,20 +20,20 @@ namespace tdstore::cli {
 // Checks the whole file's layout first, then creates dict NAME
 // (ALREADY_EXISTS if taken) and writes every tensor as a leaf. If writing
 // fails midway the new dict is deleted again.
-void RunImport(Client& client, const CommandLine& line, std::ostream& out);
+void RunImport(core::Client& client, const CommandLine& line, std::ostream& out);
 
 // export NAME FILE: every leaf of NAME into FILE (.safetensors or .npz),
 // which appears only once complete.
-void RunExport(Client& client, const CommandLine& line, std::ostream& out);
+void RunExport(core::Client& client, const CommandLine& line, std::ostream& out);
 
 // cp SRC DST: a new dict DST with SRC's batch size, block layout and every
 // leaf. ALREADY_EXISTS if DST exists; a DST left half-made by a failure is
 // deleted.
-void RunCopy(Client& client, const CommandLine& line, std::ostream& out);
+void RunCopy(core::Client& client, const CommandLine& line, std::ostream& out);
 
 // stats: the server and a line per dict. stats NAME: one dict in detail,
 // with the blocks and Redis values its layout implies.
-void RunStats(Client& client, const CommandLine& line, std::ostream& out);
+void RunStats(core::Client& client, const CommandLine& line, std::ostream& out);
 
 }  // namespace tdstore::cli
 

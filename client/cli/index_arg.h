@@ -1,4 +1,5 @@
-// The --index TEXT and --index-file FILE.npy options of get and put.
+// The --index TEXT and --index-file FILE.npy options of get and put, as the
+// core's Index.
 #ifndef TDSTORE_CLIENT_CLI_INDEX_ARG_H_
 #define TDSTORE_CLIENT_CLI_INDEX_ARG_H_
 
@@ -6,20 +7,21 @@
 #include <string>
 
 #include "client/cli/args.h"
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore::cli {
 
 // "3", "-1", "3:10:2", "::3", "[1,5,9]", "...", "2,1:5", "[[0,1],[2,3]]",
-// "[True,False]" -> Index. UsageError saying what is wrong and where.
-Index ParseIndexArg(const std::string& text);
+// "[True,False]" -> Index, parsed by common/index.h's plan::ParseIndexText.
+// UsageError saying what is wrong and where.
+core::Index ParseIndexArg(const std::string& text);
 
 // The index a .npy file holds: integer positions of any shape, or a 1-D bool
 // mask. CliError for an unreadable file or another dtype.
-Index ReadIndexFile(const std::string& path);
+core::Index ReadIndexFile(const std::string& path);
 
 // The index given by --index or --index-file, if any; UsageError for both.
-std::optional<Index> IndexOption(const CommandLine& line);
+std::optional<core::Index> IndexOption(const CommandLine& line);
 
 }  // namespace tdstore::cli
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore::cli {
 

@@ -2,8 +2,6 @@
 //
 // Every failure prints one line to stderr, "tdstore: <what went wrong>", and
 // exits 1; a malformed command line exits 2.
-#include <c10/util/Exception.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -14,11 +12,10 @@
 #include "client/cli/commands.h"
 #include "client/cli/connection_options.h"
 #include "client/cli/data_commands.h"
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore::cli {
 namespace {
-
 
 constexpr char kUsage[] = R"(usage: tdstore [--addr ADDR] COMMAND [ARGS...]
 
@@ -75,7 +72,7 @@ Options:
 Exit status: 0 on success, 1 on error, 2 on a malformed command line.
 )";
 
-using RunFn = void (*)(Client&, const CommandLine&, std::ostream&);
+using RunFn = void (*)(core::Client&, const CommandLine&, std::ostream&);
 
 struct CommandSpec {
   const char* name;
@@ -139,7 +136,7 @@ int Main(int argc, char** argv) {
       return 0;
     }
     const CommandSpec& command = FindCommand(line);
-    Client client(AddressOf(line), ClientOptionsOf(line));
+    core::Client client(AddressOf(line), ClientOptionsOf(line));
     command.run(client, line, std::cout);
     std::cout.flush();
     if (!std::cout) return Fail("cannot write to stdout", 1);
@@ -150,9 +147,6 @@ int Main(int argc, char** argv) {
     return Fail(e.what(), 1);
   } catch (const CliError& e) {
     return Fail(e.what(), 1);
-  } catch (const c10::Error& e) {
-    // what() appends a multi-line backtrace.
-    return Fail(e.what_without_backtrace(), 1);
   } catch (const std::exception& e) {
     return Fail(e.what(), 1);
   }

@@ -1,7 +1,5 @@
 #include "client/cli/npz_file.h"
 
-#include <ATen/ATen.h>
-
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -14,7 +12,6 @@
 #include "client/cli/mapped_file.h"
 #include "client/cli/output_file.h"
 #include "client/cli/zip_archive.h"
-#include "client/src/scalar_type.h"
 #include "common/npy.h"
 
 namespace tdstore::cli {
@@ -46,18 +43,18 @@ class NpzReader : public TensorFileReader {
     for (const ZipMember& member : zip_.members()) ReadMember(member);
   }
 
-  at::Tensor Load(size_t i) override {
+  HostTensor Load(size_t i) override {
     const ZipMember& member = zip_.members()[i];
     const TensorEntry& entry = entries_[i];
-    const at::ScalarType type = *ScalarTypeFromDType(entry.dtype);
     const int64_t skip = npy_offsets_[i];
     if (member.method == kZipStored) {
       zip_.Extract(member, [](const char*, size_t) {});  // checks the CRC only
-      void* data = const_cast<char*>(file_.data()) + member.data_offset + skip;
-      return at::from_blob(data, entry.shape, at::TensorOptions().dtype(type));
+      return HostTensor::View(entry.dtype, entry.shape,
+                              file_.data() + member.data_offset + skip, entry.data_bytes);
     }
-    at::Tensor tensor = at::empty(entry.shape, at::TensorOptions().dtype(type));
-    char* out = static_cast<char*>(tensor.data_ptr());
+    HostTensor tensor = HostTensor::Allocate(entry.dtype, entry.shape, entry.data_bytes,
+                                             file_.path() + " member '" + member.name + "'");
+    char* out = tensor.mutable_data();
     int64_t at = 0;  // bytes of the member seen so far
     zip_.Extract(member, [&](const char* data, size_t size) {
       // Member bytes [at, at + size) hold which of the data bytes
@@ -111,7 +108,6 @@ class NpzReader : public TensorFileReader {
     if (header_bytes > prefix.size()) prefix = zip_.ReadPrefix(member, header_bytes);
     absl::StatusOr<NpyHeader> header = ParseNpyHeader(prefix);
     if (!header.ok()) Fail(where + std::string(header.status().message()));
-    if (!ScalarTypeFromDType(header->dtype)) Fail(where + "dtype not supported by this client");
 
     entry.dtype = header->dtype;
     entry.shape = header->shape;
@@ -158,14 +154,13 @@ class NpzWriter : public TensorFileWriter {
     zip_.emplace(&*out_);
   }
 
-  void Add(const at::Tensor& tensor) override {
+  void Add(const HostTensor& tensor) override {
     if (next_ >= entries_.size()) throw CliError(path_ + ": more tensors than announced");
     const TensorEntry& entry = entries_[next_];
     CheckMatchesEntry(tensor, entry);
-    const at::Tensor data = tensor.contiguous();
     zip_->AddStored(entry.name + std::string(kNpySuffix),
-                    {headers_[next_], std::string_view(static_cast<const char*>(data.data_ptr()),
-                                                       data.nbytes())});
+                    {headers_[next_],
+                     std::string_view(tensor.data, static_cast<size_t>(tensor.byte_size))});
     ++next_;
   }
 

@@ -62,6 +62,17 @@ Progress::Progress(int64_t total_bytes, bool enabled)
   if (enabled_) thread_ = std::thread([this] { Run(); });
 }
 
+void Progress::Add(int64_t bytes) {
+  added_ += bytes;
+  done_ = added_;
+}
+
+core::Progress Progress::Tracker(int64_t offset, int passes) {
+  return [this, offset, passes](int64_t moved, int64_t /*total*/) {
+    done_ = added_ + (offset + moved) / passes;
+  };
+}
+
 Progress::~Progress() {
   {
     std::lock_guard<std::mutex> lock(mu_);

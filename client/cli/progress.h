@@ -6,9 +6,8 @@
 // is a terminal and --quiet was not given: scripts and logs see nothing.
 // On a terminal the final state stays on its own line.
 //
-// The client library reports no progress inside one leaf's transfer, so the
-// byte count advances as each leaf (or file) is done; the clock, rate and
-// ETA keep moving meanwhile.
+// The byte count advances with every data chunk the core moves (its
+// progress callback, via Tracker()), inside a leaf as between leaves.
 #ifndef TDSTORE_CLIENT_CLI_PROGRESS_H_
 #define TDSTORE_CLIENT_CLI_PROGRESS_H_
 
@@ -19,6 +18,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include "tdstore/core.h"
 
 namespace tdstore::cli {
 
@@ -46,8 +47,18 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // Counts bytes done. Any thread.
-  void Add(int64_t bytes) { done_ += bytes; }
+  // Counts the bytes of a finished step. Called from the thread that made
+  // this object (so are the callbacks below).
+  void Add(int64_t bytes);
+  // The callback for one core call (ReadOptions/WriteOptions::progress).
+  // While the call runs, the bar shows (offset + the bytes it has moved) /
+  // passes on top of what Add() counted: cp moves each byte twice, reading
+  // with Tracker(0, 2) and writing with Tracker(group_bytes, 2). A retried
+  // call starts again from 0, and so does its share of the bar. Add() the
+  // call's bytes once it returns. Valid while this object lives.
+  core::Progress Tracker(int64_t offset = 0, int passes = 1);
+  // The bytes the bar shows now. Any thread.
+  int64_t done() const { return done_.load(); }
   // Draws the final state (if enabled) and ends its line.
   void Finish();
 
@@ -58,7 +69,8 @@ class Progress {
   const int64_t total_;
   const bool enabled_;
   const std::chrono::steady_clock::time_point start_;
-  std::atomic<int64_t> done_{0};
+  int64_t added_ = 0;             // by Add(); the caller's thread only
+  std::atomic<int64_t> done_{0};  // added_ + the running call's share
 
   std::mutex mu_;  // guards stop_, shown_, width_ and drawing
   std::condition_variable wake_;

@@ -1,7 +1,5 @@
 #include "client/cli/safetensors_file.h"
 
-#include <ATen/ATen.h>
-
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -14,7 +12,6 @@
 #include "client/cli/little_endian.h"
 #include "client/cli/mapped_file.h"
 #include "client/cli/output_file.h"
-#include "client/src/scalar_type.h"
 
 namespace tdstore::cli {
 namespace {
@@ -79,13 +76,10 @@ class SafetensorsReader : public TensorFileReader {
     CheckTiling(file_.size() - data_start_);
   }
 
-  at::Tensor Load(size_t i) override {
+  HostTensor Load(size_t i) override {
     const TensorEntry& entry = entries_[i];
-    // from_blob wants a mutable pointer; the mapping is read-only and the
-    // tensor is only read (sent to tdstored).
-    void* data = const_cast<char*>(file_.data()) + data_start_ + begins_[i];
-    return at::from_blob(data, entry.shape,
-                         at::TensorOptions().dtype(*ScalarTypeFromDType(entry.dtype)));
+    return HostTensor::View(entry.dtype, entry.shape, file_.data() + data_start_ + begins_[i],
+                            entry.data_bytes);
   }
 
   void Release(size_t i) override {
@@ -230,11 +224,10 @@ class SafetensorsWriter : public TensorFileWriter {
     out_->Write(header);
   }
 
-  void Add(const at::Tensor& tensor) override {
+  void Add(const HostTensor& tensor) override {
     if (next_ >= entries_.size()) throw CliError(path_ + ": more tensors than announced");
     CheckMatchesEntry(tensor, entries_[next_++]);
-    const at::Tensor data = tensor.contiguous();
-    out_->Write(data.data_ptr(), data.nbytes());
+    out_->Write(tensor.data, static_cast<size_t>(tensor.byte_size));
   }
 
   void Finish() override {

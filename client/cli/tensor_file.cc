@@ -3,7 +3,6 @@
 #include "client/cli/args.h"
 #include "client/cli/npz_file.h"
 #include "client/cli/safetensors_file.h"
-#include "client/src/scalar_type.h"
 
 namespace tdstore::cli {
 namespace {
@@ -32,9 +31,8 @@ std::unique_ptr<TensorFileWriter> CreateTensorFile(const std::string& path,
                                          : CreateSafetensors(path, std::move(entries), batch_size);
 }
 
-void CheckMatchesEntry(const at::Tensor& tensor, const TensorEntry& entry) {
-  const std::optional<DType> dtype = DTypeFromScalarType(tensor.scalar_type());
-  if (dtype != entry.dtype || tensor.sizes().vec() != entry.shape) {
+void CheckMatchesEntry(const HostTensor& tensor, const TensorEntry& entry) {
+  if (tensor.dtype != entry.dtype || tensor.shape != entry.shape) {
     throw CliError("leaf '" + entry.path.str() +
                    "' was replaced while it was being read (its dtype or shape changed); "
                    "try again");

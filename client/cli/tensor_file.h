@@ -10,17 +10,16 @@
 #ifndef TDSTORE_CLIENT_CLI_TENSOR_FILE_H_
 #define TDSTORE_CLIENT_CLI_TENSOR_FILE_H_
 
-#include <ATen/core/Tensor.h>
-
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "client/cli/host_tensor.h"
 #include "common/dtype.h"
 #include "common/shape.h"
-#include "tdstore/client.h"
+#include "tdstore/core.h"
 
 namespace tdstore::cli {
 
@@ -47,11 +46,11 @@ class TensorFileReader {
   // The batch size the file records (written by tdstore export), if any.
   const std::optional<Shape>& batch_size() const { return batch_size_; }
 
-  // The data of entries()[i] as a CPU tensor of its dtype and shape, valid
-  // while the reader lives (it may view the mapped file in place, or own
-  // memory of its own: hold few at a time). CliError naming the file and
-  // member if the data is corrupt.
-  virtual at::Tensor Load(size_t i) = 0;
+  // The data of entries()[i] at its dtype and shape, valid while the reader
+  // lives (a view of the mapped file in place, or bytes of its own when the
+  // file holds them compressed: hold few at a time). CliError naming the
+  // file and member if the data is corrupt.
+  virtual HostTensor Load(size_t i) = 0;
   // Lets go of the memory entries()[i] used, once it is sent.
   virtual void Release(size_t i) = 0;
 
@@ -66,7 +65,7 @@ class TensorFileWriter {
   // Appends the next tensor, in the order of the entries the writer was
   // made with; its dtype and shape must match that entry (CliError if the
   // dict changed meanwhile).
-  virtual void Add(const at::Tensor& tensor) = 0;
+  virtual void Add(const HostTensor& tensor) = 0;
   // Completes the file and moves it into place. Without Finish() (an error)
   // nothing is left at the path.
   virtual void Finish() = 0;
@@ -89,7 +88,7 @@ std::unique_ptr<TensorFileWriter> CreateTensorFile(const std::string& path,
 
 // Throws CliError unless `tensor` has the entry's dtype and shape: a leaf
 // replaced while it was being exported.
-void CheckMatchesEntry(const at::Tensor& tensor, const TensorEntry& entry);
+void CheckMatchesEntry(const HostTensor& tensor, const TensorEntry& entry);
 
 }  // namespace tdstore::cli
 
