@@ -9,7 +9,7 @@ packages=(
   libhiredis-dev libabsl-dev libtorch-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools
-  python3 python3-numpy
+  python3 python3-numpy python3-venv  # python3-venv: deploy/python-env.sh
   zlib1g-dev
   docker-compose python3-yaml  # deploy/check.sh validates the deploy files
   clang-14 libclang-rt-14-dev  # tests/fuzz: clang and its libFuzzer/ASan/UBSan runtimes

@@ -36,7 +36,7 @@ start=$SECONDS
 step "installing $build into a temporary prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" || {
   cat "$work/install.log" >&2; fail "cmake --install"; }
-for f in bin/tdstored bin/tdstore include/tdstore/client.h \
+for f in bin/tdstored bin/tdstore include/tdstore/client.h include/tdstore/core.h include/common/dtype.h \
          lib/cmake/tdstore/tdstoreConfig.cmake lib/cmake/tdstore/tdstoreConfigVersion.cmake \
          lib/cmake/tdstore/tdstoreTargets.cmake lib/pkgconfig/tdstore.pc; do
   [ -e "$prefix/$f" ] || fail "$f was not installed"

@@ -1,0 +1,435 @@
+// tdstore._native: the Python package's native module, a thin pybind11 layer
+// over the torch-free client core (tdstore/core.h). It never links libtorch:
+// tensors cross as raw memory (a data pointer and a byte count going out, a
+// Buffer coming back that torch.frombuffer views without a copy), so the
+// module works with any torch the user has, and PyPI's torch never meets
+// Debian's libtorch in one process.
+//
+// The contract is client/python/NATIVE_API.md. Every call that waits on the
+// network releases the GIL; core objects are thread-safe, so Python threads
+// may share a Client and its Dicts.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tdstore/core.h"
+
+namespace py = pybind11;
+
+namespace tdstore::python {
+namespace {
+
+// ---- Errors -------------------------------------------------------------------
+
+// The Python callable that builds the exception for a tdstore::Error
+// (set_error_factory); the package maps codes to its exception classes.
+py::object& ErrorFactory() {
+  // Leaked on purpose: destroying a Python object at process exit, after the
+  // interpreter is gone, would crash.
+  static py::object* factory = new py::object();
+  return *factory;
+}
+
+void RaiseError(const Error& error) {
+  py::object& factory = ErrorFactory();
+  if (!factory) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return;
+  }
+  py::object exception =
+      factory(static_cast<int>(error.code()), StatusCodeName(error.code()), error.message());
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
+}
+
+[[noreturn]] void InvalidArgument(const std::string& message) {
+  throw Error(StatusCode::kInvalidArgument, message);
+}
+
+// ---- Conversions ---------------------------------------------------------------
+
+Key ToKey(const std::vector<std::string>& path) {
+  if (path.empty()) InvalidArgument("a leaf path needs at least one component");
+  return Key(path);
+}
+
+py::tuple FromKey(const Key& key) { return py::cast(key.parts()); }
+
+DType ToDType(const std::string& name) {
+  std::optional<DType> dtype = DTypeFromName(name);
+  if (!dtype) InvalidArgument("unknown dtype '" + name + "'");
+  return *dtype;
+}
+
+py::tuple ShapeTuple(const std::vector<int64_t>& shape) { return py::cast(shape); }
+
+// A list of index terms (NATIVE_API.md) as the core's Index. Runs with the
+// GIL held: it reads Python objects and the caller's memory.
+core::Index ToIndex(const py::list& terms) {
+  core::Index index;
+  index.reserve(terms.size());
+  for (const py::handle& item : terms) {
+    const py::tuple term = py::reinterpret_borrow<py::tuple>(item);
+    if (term.empty()) InvalidArgument("empty index term");
+    const std::string kind = term[0].cast<std::string>();
+    auto optional_int = [](py::handle h) -> std::optional<int64_t> {
+      if (h.is_none()) return std::nullopt;
+      return h.cast<int64_t>();
+    };
+    if (kind == "int" && term.size() == 2) {
+      index.push_back(core::IndexTerm::Int(term[1].cast<int64_t>()));
+    } else if (kind == "slice" && term.size() == 4) {
+      index.push_back(core::IndexTerm::Of(
+          Slice(optional_int(term[1]), optional_int(term[2]), term[3].cast<int64_t>())));
+    } else if (kind == "ellipsis" && term.size() == 1) {
+      index.push_back(core::IndexTerm::Of(Ellipsis{}));
+    } else if (kind == "positions" && term.size() == 4) {
+      const auto* data = reinterpret_cast<const int64_t*>(term[1].cast<uintptr_t>());
+      const auto count = term[2].cast<size_t>();
+      if (data == nullptr && count > 0) InvalidArgument("index positions without data");
+      index.push_back(core::IndexTerm::Positions(std::vector<int64_t>(data, data + count),
+                                                 term[3].cast<std::vector<int64_t>>()));
+    } else if (kind == "mask" && term.size() == 3) {
+      const auto* data = reinterpret_cast<const uint8_t*>(term[1].cast<uintptr_t>());
+      const auto count = term[2].cast<size_t>();
+      if (data == nullptr && count > 0) InvalidArgument("index mask without data");
+      std::vector<bool> mask(count);
+      for (size_t i = 0; i < count; ++i) mask[i] = data[i] != 0;
+      index.push_back(core::IndexTerm::Mask(std::move(mask)));
+    } else {
+      InvalidArgument("malformed index term of kind '" + kind + "'");
+    }
+  }
+  return index;
+}
+
+// A Python progress callable as the core's, which the core calls without
+// the GIL.
+core::Progress ToProgress(const py::object& progress) {
+  if (progress.is_none()) return {};
+  return [progress](int64_t done, int64_t total) {
+    py::gil_scoped_acquire gil;
+    progress(done, total);
+  };
+}
+
+// ---- Read destinations -----------------------------------------------------------
+
+// Memory of one received leaf: allocated once at its final size, written by
+// the core, then handed to Python, which views it (torch.frombuffer) through
+// the buffer protocol. 64-byte aligned, as torch's own allocations are.
+class Buffer {
+ public:
+  explicit Buffer(int64_t size) : size_(size) {
+    if (size == 0) return;
+    const size_t rounded = (static_cast<size_t>(size) + 63) / 64 * 64;
+    data_ = static_cast<char*>(std::aligned_alloc(64, rounded));
+    if (data_ == nullptr) throw std::bad_alloc();
+  }
+  ~Buffer() { std::free(data_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  char* data() { return data_; }
+  int64_t size() const { return size_; }
+
+ private:
+  char* data_ = nullptr;
+  int64_t size_;
+};
+
+// Collects a read's leaves into Buffers. Runs without the GIL (the core
+// calls it on the reading thread); touches no Python object.
+class BufferSink : public core::ReadSink {
+ public:
+  struct Received {
+    core::LeafMeta meta;
+    std::shared_ptr<Buffer> buffer;
+  };
+
+  void Begin(const std::vector<int64_t>& batch_shape, int64_t leaf_count) override {
+    batch_shape_ = batch_shape;
+    leaves_.clear();
+    leaves_.reserve(static_cast<size_t>(std::max<int64_t>(leaf_count, 0)));
+  }
+
+  void* Leaf(const core::LeafMeta& leaf) override {
+    std::shared_ptr<Buffer> buffer;
+    try {
+      buffer = std::make_shared<Buffer>(leaf.byte_size);
+    } catch (const std::bad_alloc&) {
+      throw Error(StatusCode::kResourceExhausted,
+                  "cannot allocate " + std::to_string(leaf.byte_size) + " bytes for leaf '" +
+                      leaf.path.str() + "'");
+    }
+    void* data = buffer->data();
+    leaves_.push_back({leaf, std::move(buffer)});
+    return data;
+  }
+
+  // (batch_size, [(path, dtype, shape, Buffer)]); needs the GIL.
+  py::tuple ToPython() const {
+    py::list leaves;
+    for (const Received& leaf : leaves_) {
+      leaves.append(py::make_tuple(FromKey(leaf.meta.path), DTypeName(leaf.meta.dtype),
+                                   ShapeTuple(leaf.meta.shape), py::cast(leaf.buffer)));
+    }
+    return py::make_tuple(ShapeTuple(batch_shape_), leaves);
+  }
+
+ private:
+  std::vector<int64_t> batch_shape_;
+  std::vector<Received> leaves_;
+};
+
+// ---- Calls -------------------------------------------------------------------
+
+ClientOptions MakeOptions(const std::string& token, bool tls, const std::string& tls_root_ca_pem,
+                          const std::string& tls_client_cert_pem,
+                          const std::string& tls_client_key_pem,
+                          const std::string& tls_server_name, double timeout, double retry_for,
+                          int64_t chunk_bytes) {
+  ClientOptions options;
+  options.token = token;
+  options.tls = tls;
+  options.tls_root_ca_pem = tls_root_ca_pem;
+  options.tls_client_cert_pem = tls_client_cert_pem;
+  options.tls_client_key_pem = tls_client_key_pem;
+  options.tls_server_name = tls_server_name;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
+  options.retry_for = std::chrono::milliseconds(static_cast<int64_t>(retry_for * 1000));
+  options.chunk_bytes = chunk_bytes;
+  return options;
+}
+
+// The leaves of a write call, read from Python with the GIL held; the memory
+// they point to is the caller's, which keeps it alive during the call.
+std::vector<core::LeafData> ToLeafData(const py::list& leaves) {
+  std::vector<core::LeafData> out;
+  out.reserve(leaves.size());
+  for (const py::handle& item : leaves) {
+    const py::tuple leaf = py::reinterpret_borrow<py::tuple>(item);
+    if (leaf.size() != 5) InvalidArgument("a leaf to write is (path, dtype, shape, data_ptr, nbytes)");
+    core::LeafData data;
+    data.path = ToKey(leaf[0].cast<std::vector<std::string>>());
+    data.dtype = ToDType(leaf[1].cast<std::string>());
+    data.shape = leaf[2].cast<std::vector<int64_t>>();
+    data.data = reinterpret_cast<const void*>(leaf[3].cast<uintptr_t>());
+    data.byte_size = leaf[4].cast<int64_t>();
+    out.push_back(std::move(data));
+  }
+  return out;
+}
+
+py::dict DescribeToPython(const core::DictInfo& info) {
+  py::list leaves;
+  for (const core::LeafMeta& leaf : info.leaves) {
+    leaves.append(py::make_tuple(FromKey(leaf.path), DTypeName(leaf.dtype),
+                                 ShapeTuple(leaf.shape), leaf.byte_size));
+  }
+  py::dict out;
+  out["name"] = info.name;
+  out["id"] = info.id;
+  out["batch_size"] = ShapeTuple(info.batch_size);
+  out["leaves"] = leaves;
+  out["rows_per_block"] = info.rows_per_block;
+  out["part_bytes"] = info.part_bytes;
+  out["version"] = info.version;
+  return out;
+}
+
+}  // namespace
+}  // namespace tdstore::python
+
+// The module is defined at global scope, as pybind11 requires.
+PYBIND11_MODULE(_native, m) {
+  using namespace tdstore;          // NOLINT: the core's names, for brevity
+  using namespace tdstore::python;  // NOLINT
+
+  m.doc() = "tdstore's native module over the torch-free C++ client core (NATIVE_API.md)";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      RaiseError(e);
+    }
+  });
+
+  m.def(
+      "set_error_factory", [](py::object factory) { ErrorFactory() = std::move(factory); },
+      "fn(code, code_name, message) -> exception instance, for every tdstore error");
+
+  py::class_<Buffer, std::shared_ptr<Buffer>>(m, "Buffer", py::buffer_protocol())
+      .def_buffer([](Buffer& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {b.size()}, {1}, /*readonly=*/false);
+      })
+      .def("__len__", &Buffer::size);
+
+  py::class_<core::Client>(m, "Client")
+      .def(py::init([](const std::string& address, const std::string& token, bool tls,
+                       const std::string& ca, const std::string& cert, const std::string& key,
+                       const std::string& server_name, double timeout, double retry_for,
+                       int64_t chunk_bytes) {
+             return core::Client(address, MakeOptions(token, tls, ca, cert, key, server_name,
+                                                      timeout, retry_for, chunk_bytes));
+           }),
+           py::arg("address"), py::kw_only(), py::arg("token") = "", py::arg("tls") = false,
+           py::arg("tls_root_ca_pem") = "", py::arg("tls_client_cert_pem") = "",
+           py::arg("tls_client_key_pem") = "", py::arg("tls_server_name") = "",
+           py::arg("timeout") = 600.0, py::arg("retry_for") = 30.0,
+           py::arg("chunk_bytes") = 1 << 20)
+      .def_property_readonly("address", &core::Client::address)
+      .def(
+          "create",
+          [](const core::Client& client, const std::string& name,
+             const std::vector<int64_t>& batch_size, const py::list& schema,
+             int64_t rows_per_block, int64_t part_bytes) {
+            std::vector<core::LeafSpec> specs;
+            for (const py::handle& item : schema) {
+              const py::tuple spec = py::reinterpret_borrow<py::tuple>(item);
+              if (spec.size() != 3) InvalidArgument("a schema leaf is (path, dtype, element_shape)");
+              specs.push_back({ToKey(spec[0].cast<std::vector<std::string>>()),
+                               ToDType(spec[1].cast<std::string>()),
+                               spec[2].cast<std::vector<int64_t>>()});
+            }
+            CreateOptions options;
+            options.rows_per_block = rows_per_block;
+            options.part_bytes = part_bytes;
+            py::gil_scoped_release nogil;
+            return client.create(name, batch_size, specs, options);
+          },
+          py::arg("name"), py::arg("batch_size"), py::arg("schema") = py::list(),
+          py::arg("rows_per_block") = 0, py::arg("part_bytes") = 0)
+      .def("open", &core::Client::open, py::arg("name"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("list", &core::Client::list, py::call_guard<py::gil_scoped_release>())
+      .def("server_info",
+           [](const core::Client& client) {
+             core::ServerInfo info;
+             {
+               py::gil_scoped_release nogil;
+               info = client.server_info();
+             }
+             py::dict out;
+             out["version"] = info.version;
+             out["backend"] = info.backend;
+             out["redis_masters"] = info.redis_masters;
+             out["redis_ok"] = info.redis_ok;
+             return out;
+           })
+      .def("drop", &core::Client::drop, py::arg("name"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("rename", &core::Client::rename, py::arg("name"), py::arg("new_name"),
+           py::call_guard<py::gil_scoped_release>());
+
+  m.def(
+      "open_handle",
+      [](const std::string& handle, const std::string& token, bool tls, const std::string& ca,
+         const std::string& cert, const std::string& key, const std::string& server_name,
+         double timeout, double retry_for, int64_t chunk_bytes) {
+        const ClientOptions options =
+            MakeOptions(token, tls, ca, cert, key, server_name, timeout, retry_for, chunk_bytes);
+        py::gil_scoped_release nogil;
+        return core::Client::open_handle(handle, options);
+      },
+      py::arg("handle"), py::kw_only(), py::arg("token") = "", py::arg("tls") = false,
+      py::arg("tls_root_ca_pem") = "", py::arg("tls_client_cert_pem") = "",
+      py::arg("tls_client_key_pem") = "", py::arg("tls_server_name") = "",
+      py::arg("timeout") = 600.0, py::arg("retry_for") = 30.0,
+      py::arg("chunk_bytes") = 1 << 20);
+
+  py::class_<core::Dict>(m, "Dict")
+      .def_property_readonly("name", &core::Dict::name)
+      .def_property_readonly("id", &core::Dict::id)
+      .def_property_readonly("handle", &core::Dict::handle)
+      .def_property_readonly("client", &core::Dict::client)
+      .def(
+          "write",
+          [](const core::Dict& dict, const py::list& leaves, const py::object& index,
+             const py::object& progress) {
+            const std::vector<core::LeafData> data = ToLeafData(leaves);
+            core::Index terms;
+            core::WriteOptions options;
+            if (!index.is_none()) {
+              terms = ToIndex(index.cast<py::list>());
+              options.index = &terms;
+            }
+            options.progress = ToProgress(progress);
+            py::gil_scoped_release nogil;
+            dict.write(data, options);
+          },
+          py::arg("leaves"), py::arg("index") = py::none(), py::arg("progress") = py::none())
+      .def(
+          "read",
+          [](const core::Dict& dict, const std::vector<std::vector<std::string>>& paths,
+             const py::object& index, const py::object& exact_leaf, const py::object& progress) {
+            std::vector<Key> keys;
+            keys.reserve(paths.size());
+            for (const auto& path : paths) keys.push_back(ToKey(path));
+            core::Index terms;
+            std::optional<Key> exact;
+            core::ReadOptions options;
+            if (!index.is_none()) {
+              terms = ToIndex(index.cast<py::list>());
+              options.index = &terms;
+            }
+            if (!exact_leaf.is_none()) {
+              exact = ToKey(exact_leaf.cast<std::vector<std::string>>());
+              options.exact_leaf = &*exact;
+            }
+            options.progress = ToProgress(progress);
+            BufferSink sink;
+            {
+              py::gil_scoped_release nogil;
+              dict.read(keys, sink, options);
+            }
+            return sink.ToPython();
+          },
+          py::arg("paths"), py::arg("index") = py::none(), py::arg("exact_leaf") = py::none(),
+          py::arg("progress") = py::none())
+      .def(
+          "keys",
+          [](const core::Dict& dict, bool include_nested, bool leaves_only) {
+            std::vector<Key> keys;
+            {
+              py::gil_scoped_release nogil;
+              keys = dict.keys(include_nested, leaves_only);
+            }
+            py::list out;
+            for (const Key& key : keys) out.append(FromKey(key));
+            return out;
+          },
+          py::arg("include_nested") = false, py::arg("leaves_only") = false)
+      .def(
+          "contains",
+          [](const core::Dict& dict, const std::vector<std::string>& path) {
+            const Key key = ToKey(path);
+            py::gil_scoped_release nogil;
+            return dict.contains(key);
+          },
+          py::arg("path"))
+      .def(
+          "erase",
+          [](const core::Dict& dict, const std::vector<std::string>& path) {
+            const Key key = ToKey(path);
+            py::gil_scoped_release nogil;
+            dict.erase(key);
+          },
+          py::arg("path"))
+      .def("describe", [](const core::Dict& dict) {
+        core::DictInfo info;
+        {
+          py::gil_scoped_release nogil;
+          info = dict.describe();
+        }
+        return DescribeToPython(info);
+      });
+}
