@@ -22,7 +22,6 @@ after which the cache is refreshed and the write retried once.
 
 from __future__ import annotations
 
-import math
 import uuid
 from typing import Any, Callable, Sequence
 
@@ -74,6 +73,14 @@ _TO_LOCAL = "Call `to_local()` (or `to_tensordict()`) first and use the local Te
 _HANDLE_PREFIX = "tdstore1|"
 
 
+def _as_size(batch_size) -> torch.Size:
+    if batch_size is None:
+        return torch.Size(())
+    if isinstance(batch_size, int):
+        return torch.Size((batch_size,))
+    return torch.Size(batch_size)
+
+
 def _fresh_name() -> str:
     return f"td-{uuid.uuid4().hex}"
 
@@ -81,10 +88,17 @@ def _fresh_name() -> str:
 def _tensor_from(dtype_name: str, shape, buf) -> torch.Tensor:
     """The tensor of a leaf the native module read (a view on ``buf``, no copy)."""
     dtype = _DTYPES[dtype_name]
-    if math.prod(shape) == 0:
+    if 0 in shape:
         # torch.frombuffer refuses empty buffers.
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(buf, dtype=dtype).view(shape)
+    t = torch.frombuffer(buf, dtype=dtype)
+    # On the hot path (a sample of many small leaves) .view costs as much as
+    # frombuffer itself: skip it for 1-D leaves, and view(*shape) is cheaper
+    # than view(shape).
+    n = len(shape)
+    if n == 1:
+        return t
+    return t.view(*shape) if n else t.view(())
 
 
 def _cpu_contiguous(path, t: torch.Tensor) -> torch.Tensor:
@@ -327,7 +341,7 @@ class TensorDictStore(TensorDictBase):
                  device=None, client: Client | None = None, rows_per_block: int = 0,
                  part_bytes: int = 0, **options):
         client = self._client_for(addr, client, options)
-        batch_size = torch.Size(() if batch_size is None else batch_size)
+        batch_size = _as_size(batch_size)
         native_dict = client.create(name or _fresh_name(), batch_size,
                                     rows_per_block=rows_per_block, part_bytes=part_bytes)
         self._init(native_dict, client, batch_size, device, ())
@@ -448,7 +462,7 @@ class TensorDictStore(TensorDictBase):
                 raise TypeError(f"{_path_str(path)}: dtype {dtype} cannot be stored")
             specs.append((path, _DTYPE_NAMES[dtype], [int(s) for s in elem_shape]))
         client = cls._client_for(addr, client, options)
-        batch_size = torch.Size(() if batch_size is None else batch_size)
+        batch_size = _as_size(batch_size)
         native_dict = client.create(name or _fresh_name(), batch_size, specs,
                                     rows_per_block=rows_per_block, part_bytes=part_bytes)
         return cls._wrap(native_dict, client, batch_size, device)
