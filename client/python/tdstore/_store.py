@@ -1048,11 +1048,10 @@ class TensorDictStore(TensorDictBase):
     def popitem(self):
         """Remove and return the last key (in keys() order) and its value."""
         self._check_unlocked()
-        paths = self._dict.keys(False, False) if not self._prefix else sorted(
-            {p[:1] for p in self._leaf_paths()})
+        paths = self.keys()._paths()  # top-level keys, relative to this view
         if not paths:
             raise KeyError(f"popitem(): {type(self).__name__} is empty")
-        rel = tuple(paths[-1])[len(self._prefix):] if not self._prefix else paths[-1]
+        rel = tuple(paths[-1])
         value = self._get_path(rel, NO_DEFAULT)
         if isinstance(value, TensorDictStore):
             value = value.to_local()
@@ -1297,9 +1296,6 @@ class TensorDictStore(TensorDictBase):
                             tuple(self._batch_size),
                             None if self._device is None else str(self._device),
                             self._lock[0]))
-
-    def __getstate__(self):
-        raise TypeError("TensorDictStore pickles through __reduce__")
 
     def close(self) -> None:
         """Release this wrapper's connection (the dict stays in the store)."""
