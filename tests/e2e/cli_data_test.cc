@@ -598,6 +598,31 @@ TEST(E2eCliDataProgress, FormatsBytesRateAndEta) {
   EXPECT_EQ(FormatProgress(0, 0, 0.5), "[####################]  100%  0 B / 0 B  -- B/s  ETA --:--");
 }
 
+// The bar follows the core's per-chunk callbacks: a call's bytes on top of
+// the finished steps, a retry starting its share again from 0, and cp's two
+// passes (read, then write) each half the bar.
+TEST(E2eCliDataProgress, TrackerFollowsChunks) {
+  cli::Progress progress(1000, /*enabled=*/false);
+  core::Progress first = progress.Tracker();
+  first(100, -1);
+  EXPECT_EQ(progress.done(), 100);
+  first(300, 400);
+  EXPECT_EQ(progress.done(), 300);
+  first(50, 400);  // retried from the start
+  EXPECT_EQ(progress.done(), 50);
+  progress.Add(400);
+  EXPECT_EQ(progress.done(), 400);
+
+  core::Progress read = progress.Tracker(0, 2);
+  core::Progress write = progress.Tracker(600, 2);
+  read(600, -1);
+  EXPECT_EQ(progress.done(), 700);
+  write(300, 600);
+  EXPECT_EQ(progress.done(), 850);
+  progress.Add(600);
+  EXPECT_EQ(progress.done(), 1000);
+}
+
 // The bar is drawn only on a terminal: `script` runs the CLI on a
 // pseudo-terminal, where --quiet turns it off. (Every other test checks
 // that runs with stderr in a file print nothing to it.)
