@@ -1,8 +1,11 @@
 """Pickling into other processes, and the GIL released during network waits."""
 
+import os
 import pickle
 import threading
 import time
+
+import pytest
 
 import torch
 import torch.multiprocessing as tmp
@@ -152,3 +155,65 @@ def test_a_read_does_not_block_other_threads(new_store):
     # all; released, it runs for most of it. Ask for a fraction of its pace.
     expected = baseline * (elapsed / 0.05)
     assert during[0] > 0.1 * expected, (during[0], expected, elapsed)
+
+
+class ForkedRows(Dataset):
+    def __init__(self, td):
+        self.td = td
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return self.td[i]["x"]
+
+
+def test_forked_workers_get_a_clear_error_and_the_parent_keeps_working(new_store):
+    # gRPC does not survive fork(): a forked child's call would hang the
+    # parent's next one. The child gets an error naming spawn instead.
+    td = new_store([8])
+    td["x"] = torch.arange(8.0)
+    loader = DataLoader(ForkedRows(td), batch_size=4, num_workers=1,
+                        multiprocessing_context="fork", timeout=60)
+    with pytest.raises(RuntimeError, match="spawn"):
+        list(loader)
+    # The parent is fine (a deadline, should it hang).
+    assert torch.equal(TensorDictStore.from_store(td.handle, timeout=20.0)["x"],
+                       torch.arange(8.0))
+
+
+def test_a_forked_child_that_drops_everything_leaves_the_parent_working(new_store):
+    import gc
+
+    from tdstore import _fork
+
+    td = new_store([4])
+    td["x"] = torch.arange(4.0)
+    pid = os.fork()
+    if pid == 0:  # the child (os._exit: never back into pytest)
+        code = 0
+        try:
+            try:
+                td["x"]
+                code = 3  # should have raised
+            except RuntimeError:
+                pass
+            try:
+                TensorDictStore(batch_size=[1], addr="127.0.0.1:1")
+                code = 4
+            except RuntimeError:
+                pass
+            # What an interpreter teardown does: every reference goes. The
+            # inherited native objects must still not be destroyed here.
+            _fork._inherited.clear()
+            td._dict = None
+            td._client._native = None
+            gc.collect()
+        except BaseException:
+            code = 5
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert torch.equal(TensorDictStore.from_store(td.handle, timeout=20.0)["x"],
+                       torch.arange(4.0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from . import _native
+from . import _fork, _native
 
 DEFAULT_ADDR = "127.0.0.1:50051"
 
@@ -58,15 +58,20 @@ class Client:
     client=c)`` instead.
     """
 
+    _native_attrs = ("_native",)  # replaced in a forked child (see _fork)
+
     def __init__(self, addr: str | None = None, **options):
         self._options = check_options(options)
+        _fork.before_native_call()
         self._native = _native.Client(resolve_addr(addr), **self._options)
+        _fork.register(self)
 
     @classmethod
     def _wrap(cls, native_client, options: dict) -> "Client":
         obj = cls.__new__(cls)
         obj._options = dict(options)
         obj._native = native_client
+        _fork.register(obj)
         return obj
 
     @property

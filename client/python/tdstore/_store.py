@@ -41,7 +41,7 @@ from tensordict.utils import (
     NestedKey,
 )
 
-from . import _native
+from . import _fork, _native
 from ._client import Client, check_options, resolve_addr
 from ._errors import (
     InvalidArgumentError,
@@ -336,6 +336,7 @@ class TensorDictStore(TensorDictBase):
     _td_dim_names = None
     _is_shared = False
     _is_memmap = False
+    _native_attrs = ("_dict",)  # replaced in a forked child (see _fork)
 
     def __init__(self, *, batch_size=None, addr: str | None = None, name: str | None = None,
                  device=None, client: Client | None = None, rows_per_block: int = 0,
@@ -360,6 +361,7 @@ class TensorDictStore(TensorDictBase):
 
     def _init(self, native_dict, client, batch_size, device, prefix, lock=None, dtypes=None):
         self._dict = native_dict
+        _fork.register(self)
         self._client = client
         self._batch_size = torch.Size(batch_size)
         self._device = torch.device(device) if device is not None else None
@@ -402,6 +404,7 @@ class TensorDictStore(TensorDictBase):
             if client is not None:
                 options = client.options
             options = check_options(options)
+            _fork.before_native_call()
             native_dict = _native.open_handle(name, **options)
             client = Client._wrap(native_dict.client, options)
         else:
@@ -1330,6 +1333,7 @@ class TensorDictStore(TensorDictBase):
 
 
 def _unpickle(handle, options, prefix, batch_size, device, locked):
+    _fork.before_native_call()
     native_dict = _native.open_handle(handle, **options)
     client = Client._wrap(native_dict.client, options)
     td = TensorDictStore._wrap(native_dict, client, batch_size, device, prefix)
