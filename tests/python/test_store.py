@@ -443,6 +443,31 @@ def test_methods_served_from_a_local_copy(new_store):
     assert td.flatten_keys()["a"].shape == torch.Size([4])
 
 
+def test_inplace_pointwise_ops_reach_the_store(new_store):
+    # tensordict's add_/mul_/clamp_min_... mutate leaf memory; on a store they
+    # must write back, not silently change a copy.
+    td = new_store([3])
+    td["a"] = torch.tensor([1.0, -2.0, 3.0])
+    td["n", "b"] = torch.tensor([4, 5, 6])
+    local = td.to_local()
+    td.add_(1)
+    local.add_(1)
+    td.mul_(2)
+    local.mul_(2)
+    td.clamp_min_(0)
+    local.clamp_min_(0)
+    td["n"].sub_(1)
+    local["n"].sub_(1)
+    assert_td_equal(td.to_local(), local)
+    td.copy_at_(TensorDict({"a": torch.tensor(9.0), "n": {"b": torch.tensor(0)}}, []), 1)
+    local[1] = TensorDict({"a": torch.tensor(9.0), "n": {"b": torch.tensor(0)}}, [])
+    assert_td_equal(td.to_local(), local)
+    td.copy_(TensorDict({"a": torch.zeros(3), "n": {"b": torch.ones(3, dtype=torch.int64)}}, [3]))
+    assert td["a"].tolist() == [0, 0, 0] and td["n", "b"].tolist() == [1, 1, 1]
+    with pytest.raises(RuntimeError, match="requires_grad_"):
+        td.requires_grad_()
+
+
 def test_close_and_drop(client, new_store):
     td = new_store([2])
     td["a"] = torch.zeros(2)

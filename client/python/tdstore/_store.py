@@ -1116,6 +1116,12 @@ class TensorDictStore(TensorDictBase):
 
     # -- whole-dict ops served from a local copy --
 
+    def _write_back(self, local) -> None:
+        """Write every leaf of ``local`` (a to_local() copy of this store,
+        modified in place) back in one write. Not atomic against another
+        writer's change made between the read and this write."""
+        self._write(_flatten(local, self._prefix, []))
+
     def _apply_nest(self, fn, *others, inplace=False, **kwargs):
         # apply()/named_apply()/arithmetic: computed on one local copy (one
         # read); in place, the result is written back in one write.
@@ -1124,8 +1130,44 @@ class TensorDictStore(TensorDictBase):
         if not inplace:
             return local._apply_nest(fn, *others, **kwargs)
         local._apply_nest(fn, *others, inplace=True, **kwargs)
-        self.update_(local)
+        self._write_back(local)
         return self
+
+    def _local_inplace(name):  # noqa: N805 - a factory used in the class body
+        def method(self, *args, **kwargs):
+            # tensordict's in-place pointwise ops (add_, clamp_min_, ...)
+            # mutate the leaves' memory; a store's leaves are copies, so the
+            # op would silently change nothing. Run it on one local copy (one
+            # read) and write every leaf back (one write).
+            args = tuple(a.to_local() if isinstance(a, TensorDictStore) else a for a in args)
+            local = self.to_local()
+            getattr(local, name)(*args, **kwargs)
+            self._write_back(local)
+            return self
+        method.__name__ = name
+        method.__doc__ = f"TensorDict.{name} on a local copy, written back (read + write)."
+        return method
+
+    for _name in ("abs_", "acos_", "add_", "addcdiv_", "addcmul_", "asin_", "atan_", "ceil_",
+                  "clamp_max_", "clamp_min_", "cos_", "cosh_", "div_", "erf_", "erfc_", "exp_",
+                  "expm1_", "floor_", "frac_", "lerp_", "lgamma_", "log10_", "log1p_", "log2_",
+                  "log_", "maximum_", "minimum_", "mul_", "neg_", "pow_", "reciprocal_",
+                  "round_", "sigmoid_", "sign_", "sin_", "sinh_", "sqrt_", "sub_", "tan_",
+                  "tanh_", "trunc_"):
+        locals()[_name] = _local_inplace(_name)
+    del _name, _local_inplace
+
+    def copy_at_(self, tensordict, idx, non_blocking: bool = False, *, fast=None):
+        """``td[idx] = tensordict`` for existing entries (update_at_)."""
+        return self.update_at_(tensordict, idx)
+
+    def requires_grad_(self, requires_grad=True):
+        raise RuntimeError("a TensorDictStore's leaves cannot require grad (every read is a "
+                           "new tensor): call requires_grad_() on what you read, e.g. "
+                           "td.to_local().requires_grad_()")
+
+    def pin_memory_(self, *args, **kwargs):
+        raise RuntimeError(f"Cannot pin the memory of a TensorDictStore. {_TO_LOCAL}")
 
     def _cast_reduction(self, *args, **kwargs):
         return self.to_local()._cast_reduction(*args, **kwargs)
