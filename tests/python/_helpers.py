@@ -1,4 +1,4 @@
-"""Comparisons shared by the tests."""
+"""Comparisons and constants shared by the tests."""
 
 import torch
 from tensordict import TensorDictBase
@@ -18,3 +18,7 @@ def assert_td_equal(actual: TensorDictBase, expected: TensorDictBase):
         assert got.dtype == want.dtype, (key, got.dtype, want.dtype)
         assert got.shape == want.shape, (key, got.shape, want.shape)
         assert torch.equal(got.cpu(), want.cpu()), (key, got, want)
+
+
+# Tokens of the tokens_addr tdstored (conftest.py): rw and ro on dicts named py-auth-*.
+TOKENS = {"rw": "py-test-token-rw-0123456789", "ro": "py-test-token-ro-0123456789"}

@@ -181,17 +181,18 @@ def start_cluster(procs: Processes, base: Path) -> str:
     return "redis-cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports[:3])
 
 
-def start_tdstored(procs: Processes, base: Path, redis_url: str) -> str:
+def start_tdstored(procs: Processes, base: Path, redis_url: str, extra=(),
+                   name: str = "tdstored") -> str:
     """tdstored on a free port over ``redis_url``; returns its address."""
     if not os.access(TDSTORED, os.X_OK):
         raise StartError(f"tdstored not found at {TDSTORED} (build it, or set $TDSTORE_TDSTORED)")
-    directory = base / "tdstored"
+    directory = base / name
     directory.mkdir()
     log = directory / "tdstored.log"
     ready = directory / "ready"
     port = _free_port(set())
     proc = procs.spawn([TDSTORED, "--listen", f"127.0.0.1:{port}", "--redis", redis_url,
-                        "--ready-file", str(ready), "--log-level", "warning"], log)
+                        "--ready-file", str(ready), "--log-level", "warning", *extra], log)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -210,6 +211,7 @@ def _procs():
 
 
 REDIS_URLS: dict = {}  # back end -> the --redis URL its tdstored uses
+ADDRS: dict = {}  # back end -> its tdstored's address
 
 
 def _backend(kind, procs, tmp_path_factory):
@@ -217,7 +219,8 @@ def _backend(kind, procs, tmp_path_factory):
     try:
         url = start_standalone(procs, base) if kind == "standalone" else start_cluster(procs, base)
         REDIS_URLS[kind] = url
-        return start_tdstored(procs, base, url)
+        ADDRS[kind] = start_tdstored(procs, base, url)
+        return ADDRS[kind]
     except (StartError, OSError, subprocess.SubprocessError, redis.exceptions.RedisError) as err:
         pytest.fail(f"cannot start the {kind} back end: {err}", pytrace=False)
 
@@ -242,6 +245,24 @@ def standalone_redis_port(standalone_addr) -> int:
 def addr(request) -> str:
     """tdstored's address, once per back end."""
     return request.getfixturevalue(f"{request.param}_addr")
+
+
+from _helpers import TOKENS  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tokens_addr(addr, _procs, tmp_path_factory) -> str:
+    """A second tdstored on the same back end that requires tokens: TOKENS["rw"]
+    may write dicts named py-auth-*, TOKENS["ro"] may only read them."""
+    kind = next(k for k, a in ADDRS.items() if a == addr)
+    base = tmp_path_factory.mktemp(f"tokens-{kind}")
+    tokens = base / "tokens"
+    tokens.write_text(f"{TOKENS['rw']} rw py-auth-\n{TOKENS['ro']} ro py-auth-\n")
+    try:
+        return start_tdstored(_procs, base, REDIS_URLS[kind],
+                              ["--tokens-file", str(tokens)], name="tdstored-tokens")
+    except (StartError, OSError) as err:
+        pytest.fail(f"cannot start tdstored with tokens: {err}", pytrace=False)
 
 
 @pytest.fixture

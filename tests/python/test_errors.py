@@ -112,3 +112,30 @@ def test_addr_default_from_environment(monkeypatch, addr):
     assert tdstore.Client().address == addr
     monkeypatch.delenv("TDSTORE_ADDR")
     assert tdstore.Client().address == "127.0.0.1:50051"
+
+
+def test_tokens_reach_tdstored_and_refusals_are_permission_errors(tokens_addr):
+    from _helpers import TOKENS
+
+    rw = tdstore.Client(tokens_addr, token=TOKENS["rw"])
+    td = tdstore.TensorDictStore(batch_size=[2], client=rw, name=f"py-auth-{id(rw)}")
+    try:
+        td["a"] = torch.ones(2)
+        ro = tdstore.TensorDictStore.from_store(td.name, addr=tokens_addr, token=TOKENS["ro"])
+        assert torch.equal(ro["a"], torch.ones(2))  # ro may read
+        with pytest.raises(PermissionError) as info:
+            ro["a"] = torch.zeros(2)  # ... but not write
+        assert isinstance(info.value, tdstore.PermissionDeniedError)
+        with pytest.raises(tdstore.PermissionDeniedError):
+            tdstore.TensorDictStore(batch_size=[1], client=rw, name="outside-the-prefix")
+        with pytest.raises(PermissionError) as info:
+            tdstore.Client(tokens_addr).list()  # no token
+        assert isinstance(info.value, tdstore.UnauthenticatedError) and info.value.code == 16
+        # A pickled store carries its token.
+        import pickle
+
+        back = pickle.loads(pickle.dumps(td))
+        assert torch.equal(back["a"], torch.ones(2))
+        assert torch.equal(ro["a"], torch.ones(2))  # the refused write changed nothing
+    finally:
+        td.drop()
