@@ -105,3 +105,12 @@ def test_bad_dict_name_is_value_error(client):
         TensorDictStore(batch_size=[2], client=client, name="/starts-with-a-slash")
     with pytest.raises(ValueError):
         TensorDictStore(batch_size=[2], client=client, name="x" * 200)
+
+
+def test_upload_refused_by_the_server_drops_its_dict(client):
+    names = client.list()
+    # Python does not check this one: a path component over 256 bytes.
+    with pytest.raises(ValueError):
+        TensorDictStore.from_dict({"ok": torch.zeros(2), "k" * 300: torch.zeros(2)},
+                                  batch_size=[2], client=client)
+    assert client.list() == names

@@ -476,7 +476,14 @@ class TensorDictStore(TensorDictBase):
         leaves, keep = _native_leaves(items)  # validate before creating anything
         out = cls(batch_size=batch_size, addr=addr, name=name, device=device,
                   client=client, **options)
-        out._dict.write(leaves)
+        try:
+            if leaves:
+                out._dict.write(leaves)
+        except BaseException:
+            out.drop()  # a refused upload leaves no empty dict behind
+            raise
+        for (path, _), leaf in zip(items, leaves):
+            out._dtypes[path] = leaf[1]
         del keep
         return out
 
