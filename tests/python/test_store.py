@@ -392,6 +392,10 @@ def test_entry_class_batch_size_repr(new_store):
     assert td.entry_class("a") is torch.Tensor
     assert td.entry_class("n") is TensorDictStore
     assert td.entry_class(("n", "b")) is torch.Tensor
+    assert td.get_item_shape("a") == torch.Size([2, 3, 4])  # from describe, no data
+    assert td.get_item_shape("n") == torch.Size([2, 3])
+    with pytest.raises(KeyError):
+        td.get_item_shape("zz")
     with pytest.raises(KeyError):
         td.entry_class("zz")
     assert td.batch_size == torch.Size([2, 3]) and td.shape == torch.Size([2, 3])

@@ -654,6 +654,18 @@ class TensorDictStore(TensorDictBase):
             return TensorDictStore
         raise KeyError(f'key "{key}" not found in {type(self).__name__} {self.name!r}')
 
+    def get_item_shape(self, key: NestedKey) -> torch.Size:
+        """The shape of a leaf (or a sub-dict's batch size) without reading
+        its data: one describe."""
+        path = self._prefix + _unravel_key_to_tuple(key)
+        leaves = self._describe_leaves()
+        if path in leaves:
+            return torch.Size(leaves[path][1])
+        n = len(path)
+        if any(p[:n] == path for p in leaves):
+            return self._batch_size
+        raise KeyError(f'key "{key}" not found in {type(self).__name__} {self.name!r}')
+
     def _describe_leaves(self):
         """Full path -> (dtype name, shape) of every leaf (one describe); refreshes
         the dtype cache."""
