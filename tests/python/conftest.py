@@ -7,7 +7,8 @@ Session-scoped, started on first use and torn down at the end:
   --cluster-replicas 1``), every node ``cluster_state:ok`` with 3 masters
   each holding one connected replica before any test runs;
 * one tdstored per back end (``$TDSTORE_TDSTORED``, default
-  ``<repo>/build/server/tdstored``), ready when it writes ``--ready-file``.
+  ``<repo>/build/server/tdstored``), ready when it writes ``--ready-file``
+  (redis-server: ``$TDSTORE_REDIS_SERVER`` or PATH; redis-cli beside it).
 
 Tests ask for ``addr`` (parametrized over both back ends) or ``client`` /
 ``new_store``. A server that cannot start FAILS the tests that need it, with
@@ -32,6 +33,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 TDSTORED = os.environ.get("TDSTORE_TDSTORED", str(REPO / "build" / "server" / "tdstored"))
 BACKENDS = ["standalone", "cluster"]
+REDIS_SERVER = os.environ.get("TDSTORE_REDIS_SERVER") or shutil.which("redis-server") or "redis-server"
+# redis-cli next to that redis-server if there is one, else from PATH.
+_cli = Path(REDIS_SERVER).with_name("redis-cli")
+REDIS_CLI = os.environ.get("TDSTORE_REDIS_CLI") or (str(_cli) if _cli.exists() else "redis-cli")
 
 try:
     import tdstore  # noqa: F401
@@ -107,7 +112,7 @@ def _wait_redis(proc, port: int, log: Path, timeout: float = 10.0):
 
 
 def _redis_args(port: int, directory: Path, log: Path, extra=()):
-    return ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+    return [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--dir", str(directory), "--logfile", str(log),
             "--daemonize", "no", "--protected-mode", "no", *extra]
 
@@ -164,7 +169,7 @@ def start_cluster(procs: Processes, base: Path) -> str:
     for proc, port, log in started:
         _wait_redis(proc, port, log)
     create = subprocess.run(
-        ["redis-cli", "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
+        [REDIS_CLI, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
          "--cluster-replicas", "1", "--cluster-yes"],
         capture_output=True, text=True, timeout=60)
     if create.returncode != 0:
@@ -298,4 +303,4 @@ def tdstored_bin() -> str:
 
 
 def pytest_report_header(config):
-    return [f"tdstored: {TDSTORED}", f"redis-server: {shutil.which('redis-server')}"]
+    return [f"tdstored: {TDSTORED}", f"redis-server: {REDIS_SERVER}", f"redis-cli: {REDIS_CLI}"]
