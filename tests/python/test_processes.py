@@ -217,3 +217,34 @@ def test_a_forked_child_that_drops_everything_leaves_the_parent_working(new_stor
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     assert torch.equal(TensorDictStore.from_store(td.handle, timeout=20.0)["x"],
                        torch.arange(4.0))
+
+
+def test_threads_share_one_store(new_store):
+    """The native module is thread-safe: threads write disjoint rows and read
+    them back through one TensorDictStore."""
+    td = new_store([64])
+    td["x"] = torch.zeros(64)
+    td["n", "y"] = torch.zeros(64, 2, dtype=torch.int64)
+    errors = []
+
+    def work(k):
+        try:
+            for step in range(20):
+                rows = torch.arange(k, 64, 4)
+                td[rows] = {"x": torch.full((16,), float(k * 100 + step)),
+                            "n": {"y": torch.full((16, 2), k)}}
+                got = td[rows]
+                assert (got["n", "y"] == k).all()
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    final = td.to_local()
+    for k in range(4):
+        assert (final["x"][k::4] == k * 100 + 19).all()
+        assert (final["n", "y"][k::4] == k).all()
