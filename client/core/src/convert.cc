@@ -35,7 +35,11 @@ std::vector<int64_t> FromProto(const google::protobuf::RepeatedField<int64_t>& d
   return std::vector<int64_t>(dims.begin(), dims.end());
 }
 
-LeafMeta FromProto(const v1::LeafInfo& leaf) {
+namespace {
+
+// LeafInfo and LeafHeader carry the same fields under the same names.
+template <typename Message>
+LeafMeta LeafMetaOf(const Message& leaf) {
   LeafMeta out;
   out.path = FromProto(leaf.path());
   out.dtype = FromProtoDType(leaf.dtype(), out.path);
@@ -43,6 +47,12 @@ LeafMeta FromProto(const v1::LeafInfo& leaf) {
   out.byte_size = leaf.byte_size();
   return out;
 }
+
+}  // namespace
+
+LeafMeta FromProto(const v1::LeafInfo& leaf) { return LeafMetaOf(leaf); }
+
+LeafMeta FromProto(const v1::LeafHeader& header) { return LeafMetaOf(header); }
 
 DictInfo FromProto(const v1::DictInfo& info) {
   DictInfo out;

@@ -25,6 +25,8 @@ DType FromProtoDType(int dtype, const Key& path);
 std::vector<int64_t> FromProto(const google::protobuf::RepeatedField<int64_t>& dims);
 
 LeafMeta FromProto(const v1::LeafInfo& leaf);
+// A read stream's leaf header: the same four fields as LeafInfo.
+LeafMeta FromProto(const v1::LeafHeader& header);
 DictInfo FromProto(const v1::DictInfo& info);
 
 // An Index as the wire's message. INVALID_ARGUMENT for what the client can

@@ -102,16 +102,12 @@ void CheckRequestSize(const google::protobuf::Message& message) {
 // The leaf a header announces, checked: its byte count must be what its
 // shape and dtype make.
 LeafMeta HeaderMeta(const v1::LeafHeader& header) {
-  LeafMeta leaf;
-  leaf.path = FromProto(header.path());
-  leaf.dtype = FromProtoDType(header.dtype(), leaf.path);
-  leaf.shape = FromProto(header.shape());
-  leaf.byte_size = header.byte_size();
-  int64_t bytes = DTypeSize(leaf.dtype);
-  for (int64_t dim : leaf.shape) {
-    if (dim < 0 || __builtin_mul_overflow(bytes, dim, &bytes)) {
-      DataLoss("leaf '" + leaf.path.str() + "' has an invalid shape");
-    }
+  LeafMeta leaf = FromProto(header);
+  int64_t bytes = 0;
+  try {
+    bytes = ByteSize(leaf.path, leaf.dtype, leaf.shape);
+  } catch (const Error&) {
+    DataLoss("leaf '" + leaf.path.str() + "' has an invalid shape");
   }
   if (bytes != leaf.byte_size) {
     DataLoss("leaf '" + leaf.path.str() + "' announces " + std::to_string(leaf.byte_size) +
