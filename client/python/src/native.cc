@@ -144,6 +144,94 @@ class Buffer {
   int64_t size_;
 };
 
+// ---- DLPack -------------------------------------------------------------------
+//
+// A received leaf leaves the module as a DLPack capsule ("dltensor"), so that
+// Python makes the tensor of the right dtype and shape in one call
+// (torch.from_dlpack) instead of two (frombuffer, then view). These are the
+// ABI structs of the DLPack standard (v0.x, the layout every framework
+// reads), declared here because no package of ours ships dlpack.h.
+struct DLDevice {
+  int32_t device_type;  // 1: CPU
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;  // 0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;  // nullptr: C order
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+
+DLDataType DLTypeOf(DType dtype) {
+  const auto bits = static_cast<uint8_t>(DTypeSize(dtype) * 8);
+  switch (dtype) {
+    case DType::kBool: return {6, 8, 1};
+    case DType::kUInt8: return {1, bits, 1};
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64: return {0, bits, 1};
+    case DType::kBFloat16: return {4, bits, 1};
+    case DType::kFloat16:
+    case DType::kFloat32:
+    case DType::kFloat64: return {2, bits, 1};
+    case DType::kComplex64:
+    case DType::kComplex128: return {5, bits, 1};
+    case DType::kUnspecified: break;
+  }
+  throw Error(StatusCode::kInternal, "no DLPack type for dtype " + std::string(DTypeName(dtype)));
+}
+
+// What a capsule owns: the DLManagedTensor, its shape, and the Buffer.
+struct DLPackOwner {
+  DLManagedTensor managed;
+  std::vector<int64_t> shape;
+  std::shared_ptr<Buffer> buffer;
+};
+
+// A "dltensor" capsule viewing `buffer` as `shape` of `dtype`. The consumer
+// (torch) renames it "used_dltensor" and calls the deleter when its tensor
+// dies; a capsule never consumed frees itself.
+py::capsule ToDLPack(std::shared_ptr<Buffer> buffer, DType dtype, std::vector<int64_t> shape) {
+  auto* owner = new DLPackOwner{};
+  owner->shape = std::move(shape);
+  owner->buffer = std::move(buffer);
+  DLTensor& t = owner->managed.dl_tensor;
+  // DLPack wants a non-null pointer even for 0 bytes.
+  static char empty_leaf;
+  t.data = owner->buffer->size() > 0 ? owner->buffer->data() : &empty_leaf;
+  t.device = {1, 0};
+  t.ndim = static_cast<int32_t>(owner->shape.size());
+  t.dtype = DLTypeOf(dtype);
+  t.shape = owner->shape.data();
+  t.strides = nullptr;
+  t.byte_offset = 0;
+  owner->managed.manager_ctx = owner;
+  owner->managed.deleter = [](DLManagedTensor* self) {
+    delete static_cast<DLPackOwner*>(self->manager_ctx);
+  };
+  return py::capsule(&owner->managed, "dltensor", [](PyObject* capsule) {
+    // Still named "dltensor": nobody took ownership.
+    if (PyCapsule_IsValid(capsule, "dltensor")) {
+      auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+      managed->deleter(managed);
+    }
+  });
+}
+
 // Collects a read's leaves into Buffers. Runs without the GIL (the core
 // calls it on the reading thread); touches no Python object.
 class BufferSink : public core::ReadSink {
@@ -173,12 +261,15 @@ class BufferSink : public core::ReadSink {
     return data;
   }
 
-  // (batch_size, [(path, dtype, shape, Buffer)]); needs the GIL.
-  py::tuple ToPython() const {
+  // (batch_size, [(path, dtype, shape, data)]), data a Buffer or, with
+  // `dlpack`, a DLPack capsule of the leaf's dtype and shape; needs the GIL.
+  py::tuple ToPython(bool dlpack) const {
     py::list leaves;
     for (const Received& leaf : leaves_) {
+      py::object data = dlpack ? py::object(ToDLPack(leaf.buffer, leaf.meta.dtype, leaf.meta.shape))
+                               : py::cast(leaf.buffer);
       leaves.append(py::make_tuple(FromKey(leaf.meta.path), DTypeName(leaf.meta.dtype),
-                                   ShapeTuple(leaf.meta.shape), py::cast(leaf.buffer)));
+                                   ShapeTuple(leaf.meta.shape), std::move(data)));
     }
     return py::make_tuple(ShapeTuple(batch_shape_), leaves);
   }
@@ -370,7 +461,8 @@ PYBIND11_MODULE(_native, m) {
       .def(
           "read",
           [](const core::Dict& dict, const std::vector<std::vector<std::string>>& paths,
-             const py::object& index, const py::object& exact_leaf, const py::object& progress) {
+             const py::object& index, const py::object& exact_leaf, const py::object& progress,
+             bool dlpack) {
             std::vector<Key> keys;
             keys.reserve(paths.size());
             for (const auto& path : paths) keys.push_back(ToKey(path));
@@ -391,10 +483,10 @@ PYBIND11_MODULE(_native, m) {
               py::gil_scoped_release nogil;
               dict.read(keys, sink, options);
             }
-            return sink.ToPython();
+            return sink.ToPython(dlpack);
           },
           py::arg("paths"), py::arg("index") = py::none(), py::arg("exact_leaf") = py::none(),
-          py::arg("progress") = py::none())
+          py::arg("progress") = py::none(), py::arg("dlpack") = false)
       .def(
           "keys",
           [](const core::Dict& dict, bool include_nested, bool leaves_only) {

@@ -26,6 +26,7 @@ import uuid
 from typing import Any, Callable, Sequence
 
 import torch
+from torch.utils.dlpack import from_dlpack as _from_dlpack
 from tensordict import TensorDict
 from tensordict._td import _TensorDictKeysView, _unravel_key_to_tuple
 from tensordict.base import (
@@ -85,20 +86,12 @@ def _fresh_name() -> str:
     return f"td-{uuid.uuid4().hex}"
 
 
-def _tensor_from(dtype_name: str, shape, buf) -> torch.Tensor:
-    """The tensor of a leaf the native module read (a view on ``buf``, no copy)."""
-    dtype = _DTYPES[dtype_name]
-    if 0 in shape:
-        # torch.frombuffer refuses empty buffers.
-        return torch.empty(shape, dtype=dtype)
-    t = torch.frombuffer(buf, dtype=dtype)
-    # On the hot path (a sample of many small leaves) .view costs as much as
-    # frombuffer itself: skip it for 1-D leaves, and view(*shape) is cheaper
-    # than view(shape).
-    n = len(shape)
-    if n == 1:
-        return t
-    return t.view(*shape) if n else t.view(())
+def _tensor_from(dtype_name: str, shape, data) -> torch.Tensor:
+    """The tensor of a leaf the native module read: ``data`` is the DLPack
+    capsule of its bytes, dtype and shape (``read(..., dlpack=True)``), which
+    torch wraps in one call, with no copy (``frombuffer`` + ``view`` took
+    two calls and about four times as long)."""
+    return _from_dlpack(data)
 
 
 def _cpu_contiguous(path, t: torch.Tensor) -> torch.Tensor:
@@ -625,7 +618,7 @@ class TensorDictStore(TensorDictBase):
         wanted = [p for p in paths if p in leaves]
         values = {}
         if wanted:
-            _, read = self._dict.read([self._prefix + p for p in wanted])
+            _, read = self._dict.read([self._prefix + p for p in wanted], dlpack=True)
             n = len(self._prefix)
             for path, dtype, shape, buf in read:
                 values[path[n:]] = self._on_device(_tensor_from(dtype, shape, buf))
@@ -688,7 +681,7 @@ class TensorDictStore(TensorDictBase):
         calls (the exact-leaf read refuses it, then contains)."""
         path = self._prefix + rel
         try:
-            _, leaves = self._dict.read([path], None, path)
+            _, leaves = self._dict.read([path], None, path, dlpack=True)
         except NotFoundError:
             if default is NO_DEFAULT:
                 raise
@@ -726,7 +719,7 @@ class TensorDictStore(TensorDictBase):
             return value if value is default else value[idx]
         conv = convert_index(idx, self._batch_size)
         try:
-            batch, leaves = self._dict.read([path], conv.terms)
+            batch, leaves = self._dict.read([path], conv.terms, dlpack=True)
         except NotFoundError:
             if default is NO_DEFAULT:
                 raise
@@ -754,7 +747,7 @@ class TensorDictStore(TensorDictBase):
 
     def _index_read(self, index) -> TensorDict:
         conv = convert_index(index, self._batch_size)
-        batch, leaves = self._dict.read(self._read_paths, conv.terms)
+        batch, leaves = self._dict.read(self._read_paths, conv.terms, dlpack=True)
         out = _to_tensordict(_nest(leaves, len(self._prefix)), batch, self._device)
         return out[conv.post] if conv.post is not None else out
 
@@ -763,7 +756,7 @@ class TensorDictStore(TensorDictBase):
 
     def to_local(self) -> TensorDict:
         """Every leaf of this dict (or view) in a local TensorDict: one read."""
-        batch, leaves = self._dict.read(self._read_paths)
+        batch, leaves = self._dict.read(self._read_paths, dlpack=True)
         return _to_tensordict(_nest(leaves, len(self._prefix)), self._batch_size, self._device)
 
     def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
@@ -1054,7 +1047,7 @@ class TensorDictStore(TensorDictBase):
         new = self._prefix + _unravel_key_to_tuple(new_key)
         if old == new:
             return self
-        _, leaves = self._dict.read([old])  # KeyError here if old is absent
+        _, leaves = self._dict.read([old], dlpack=True)  # KeyError here if old is absent
         if self._dict.contains(new):
             if safe:
                 raise KeyError(f"key {new_key} already present in {type(self).__name__}.")
@@ -1090,7 +1083,7 @@ class TensorDictStore(TensorDictBase):
             return self._subview(self._prefix)
         out = TensorDictStore(batch_size=self._batch_size, client=self._client,
                               device=self._device)
-        _, leaves = self._dict.read(self._read_paths)
+        _, leaves = self._dict.read(self._read_paths, dlpack=True)
         n = len(self._prefix)
         items = [(tuple(p[n:]), _tensor_from(d, s, b)) for p, d, s, b in leaves]
         if items:
