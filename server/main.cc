@@ -116,6 +116,15 @@ int Run(int argc, char** argv) {
     redis::EmbeddedRedisOptions options;
     options.binary = config->redis_server_bin;
     options.data_dir = config->data_dir;
+    options.maxmemory_bytes = config->redis_maxmemory_bytes > 0
+                                  ? config->redis_maxmemory_bytes
+                                  : redis::MemoryFraction(config->redis_maxmemory_percent);
+    // The quota stays below maxmemory: Redis needs room of its own (keys,
+    // hash records, the AOF rewrite buffer), and a replaced leaf is held
+    // twice until its old generation is deleted.
+    if (config->namespace_quota_auto) {
+      config->store.namespace_quota_bytes = options.maxmemory_bytes / 4 * 3;
+    }
     auto started = redis::EmbeddedRedis::Start(options);
     if (!started.ok()) {
       LogError("cannot start the embedded redis-server: " + started.status().ToString());
@@ -125,8 +134,18 @@ int Run(int argc, char** argv) {
     redis_url = "unix://" + embedded->address().path;
     LogInfo("started embedded redis-server (pid " + std::to_string(embedded->pid()) + ") at " +
         embedded->address().Redacted() +
-        (config->data_dir.empty() ? " without persistence" : " persisting to " + config->data_dir));
+        (config->data_dir.empty() ? " without persistence" : " persisting to " + config->data_dir) +
+        ", maxmemory " + std::to_string(options.maxmemory_bytes) + " bytes (noeviction)");
   }
+  if (config->store.namespace_quota_bytes > 0) {
+    LogInfo("namespace '" + config->store.ns + "' may store " +
+            std::to_string(config->store.namespace_quota_bytes) + " bytes (--namespace-quota-bytes)");
+  } else if (!embedded) {
+    LogInfo("no --namespace-quota-bytes: set it (and Redis' own maxmemory) so that one request "
+            "cannot fill Redis");
+  }
+  LogInfo("memory budget " + std::to_string(config->store.memory_budget_bytes) +
+          " bytes for buffered call data (--memory-budget-bytes)");
   // The embedded Redis has no password: TDSTORE_REDIS_PASSWORD is for --redis.
   redis::ConnectOptions connect_options;
   connect_options.events = metrics_owner.get();  // null: no metrics
@@ -209,6 +228,14 @@ int Run(int argc, char** argv) {
                                      : "Redis is unreachable: NOT_SERVING (" + reason + ")");
                        });
   health.Start();
+  if (embedded) {
+    // If it dies (OOM killer, a crash, kill -9), it is restarted; health
+    // goes NOT_SERVING at once and SERVING again once it answers.
+    embedded->Supervise([&health](bool error, const std::string& line) {
+      Log(error ? LogLevel::kError : LogLevel::kWarning, line);
+      if (error) health.ReportDown(line);
+    });
+  }
 
   std::string addresses;
   if (!config->listen.empty()) {

@@ -108,6 +108,7 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
   // nothing.
   const Shape batch = ShapeFromProto(req->batch_shape());
   std::vector<store::ZeroLeaf> leaves;
+  int64_t schema_bytes = 0;  // checked against the quotas before creating
   for (const v1::LeafSpec& spec : req->leaves()) {
     auto path = FromProto(spec.path());
     if (!path.ok()) return ToGrpc(path.status());
@@ -119,7 +120,9 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
         !s.ok()) {
       return ToGrpc(s);
     }
-    if (auto bytes = ByteSize(shape, DTypeSize(*dtype)); !bytes.ok()) return ToGrpc(bytes.status());
+    auto bytes = ByteSize(shape, DTypeSize(*dtype));
+    if (!bytes.ok()) return ToGrpc(bytes.status());
+    schema_bytes += *bytes;
     for (const store::ZeroLeaf& other : leaves) {
       if (IsPathPrefix(other.path, *path) || IsPathPrefix(*path, other.path)) {
         return ToGrpc(absl::InvalidArgumentError(
@@ -130,7 +133,7 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
     leaves.push_back({*std::move(path), *dtype, std::move(shape)});
   }
   auto schema = store_->CreateDict(req->name(), batch, req->options().rows_per_block(),
-                                   req->options().part_bytes());
+                                   req->options().part_bytes(), schema_bytes);
   if (!schema.ok()) return NothingApplied(ctx, schema.status());
   if (!leaves.empty()) {
     if (auto s = store::CreateZeroFilledLeaves(store_, req->name(), leaves); !s.ok()) {
@@ -418,6 +421,11 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
   // rows of all leaves in one block go to Redis in one script call.
   std::vector<store::IndexedWriteValue> values;
   std::vector<int64_t> declared;  // byte count each header announced
+  // The values are held until the write: each header's bytes are leased
+  // from the memory budget before they are received. While this call waits
+  // for the budget it reads nothing, so gRPC's flow control stops the
+  // client instead of letting its data pile up here.
+  store::MemoryBudget::Lease held = store_->budget().Empty();
   int64_t received = 0;
   auto incomplete = [&]() -> absl::Status {
     if (values.empty() || static_cast<int64_t>(values.back().bytes.size()) == declared.back()) {
@@ -443,7 +451,17 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
           return reject(s);
         }
         if (auto s = CheckPath(limits_, h.path()); !s.ok()) return reject(s);
+        // Refused before buffering: the selection limit bounds what is held.
+        if (received + h.byte_size() > store_->options().max_indexed_bytes) {
+          return reject(absl::ResourceExhaustedError(
+              StrCat("an indexed write may carry at most ", store_->options().max_indexed_bytes,
+                     " bytes (--max-indexed-bytes)")));
+        }
+        if (auto s = held.Grow(h.byte_size(), "an indexed write's values"); !s.ok()) {
+          return reject(s);
+        }
         store::IndexedWriteValue& v = values.emplace_back();
+        v.bytes.reserve(static_cast<size_t>(h.byte_size()));
         v.path = *std::move(path);
         v.dtype = *dtype;
         v.shape = ShapeFromProto(h.shape());

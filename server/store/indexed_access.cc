@@ -25,6 +25,17 @@ absl::Status CheckSize(int64_t max_bytes, int64_t bytes) {
 // as the selected data.
 int64_t MaxCells(const StoreOptions& options) { return options.max_indexed_bytes / 8; }
 
+// What a resolved index occupies while a call uses it: its cells, and the
+// byte runs planned from them (about as many).
+int64_t IndexMemory(const plan::ResolvedIndex& resolved) {
+  return 2 * 8 * static_cast<int64_t>(resolved.cells.size());
+}
+
+// A write holds each selected byte three times: expanded to the indexed
+// shape, copied into its block's script argument, and formatted into the
+// Redis command.
+constexpr int64_t kWriteCopies = 3;
+
 // torch's `t[idx] = v` drops v's leading size-1 dims before broadcasting
 // (a [1, n] value fits a [n] target); expand alone would refuse them.
 Shape StripLeadingOnes(Shape shape, size_t target_rank) {
@@ -45,7 +56,8 @@ struct PlannedValue {
 absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
                                                      const plan::ResolvedIndex& resolved,
                                                      const std::vector<IndexedWriteValue>& values,
-                                                     int64_t max_bytes) {
+                                                     int64_t max_bytes,
+                                                     MemoryBudget::Lease& lease) {
   const Shape& batch = schema.meta.batch_shape;
   std::vector<PlannedValue> planned;
   int64_t total = 0;
@@ -111,6 +123,10 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
     // must not allocate first and fail later.
     total += *target_bytes;
     if (auto s = CheckSize(max_bytes, total); !s.ok()) return s;
+    if (auto s = lease.Grow(kWriteCopies * *target_bytes, "an indexed write's selection");
+        !s.ok()) {
+      return s;
+    }
     auto expanded = plan::BroadcastBytes(v.bytes, StripLeadingOnes(v.shape, target.size()), target,
                                    DTypeSize(v.dtype));
     if (!expanded.ok()) {
@@ -144,12 +160,17 @@ absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, std:
       total += CellBytes(*schema, leaf->record) * static_cast<int64_t>(resolved->cells.size());
     }
     if (auto s = CheckSize(store.options().max_indexed_bytes, total); !s.ok()) return s;
+    auto lease = store.budget().Acquire(total + IndexMemory(*resolved),
+                                        "an indexed read's selection");
+    if (!lease.ok()) return lease.status();
 
     auto bytes = ReadIndexed(store, *schema, *resolved, *leaves);
     if (IsStale(bytes.status()) && attempt == 0) continue;
     if (!bytes.ok()) return bytes.status();
 
     IndexedReadResult result;
+    // The index is done with; the selection stays leased until sent.
+    result.lease = *std::move(lease);
     result.result_shape = resolved->result_shape;
     for (size_t i = 0; i < leaves->size(); ++i) {
       const Leaf* leaf = (*leaves)[i];
@@ -170,7 +191,10 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::stri
     if (!schema.ok()) return schema.status();
     auto resolved = plan::ResolveIndex(index, schema->meta.batch_shape, MaxCells(store->options()));
     if (!resolved.ok()) return resolved.status();
-    auto planned = PlanValues(*schema, *resolved, values, store->options().max_indexed_bytes);
+    auto lease = store->budget().Acquire(IndexMemory(*resolved), "an indexed write's index");
+    if (!lease.ok()) return lease.status();
+    auto planned =
+        PlanValues(*schema, *resolved, values, store->options().max_indexed_bytes, *lease);
     if (!planned.ok()) return planned.status();
 
     // Missing leaves: create them zero-filled, then plan again against the

@@ -10,7 +10,14 @@
 // INVALID_ARGUMENT (bad index, dtype or shape mismatch, value that does not
 // broadcast), FAILED_PRECONDITION (a new leaf's path conflicts with a
 // sub-dict), RESOURCE_EXHAUSTED (more than options.max_indexed_bytes
-// selected), ABORTED (still stale after a retry), UNAVAILABLE.
+// selected, or the memory budget stayed full), ABORTED (still stale after a
+// retry), UNAVAILABLE.
+//
+// Memory: each call leases from store.budget() what it gathers before it
+// allocates it: the resolved index (8 bytes a cell, twice: cells and runs),
+// the selection read, or for a write the expanded values, their per-block
+// copies and the formatted commands (3x the selection). The write's
+// received values are the caller's to lease.
 //
 // Thread-safe as far as the store is.
 #ifndef TDSTORE_SERVER_STORE_INDEXED_ACCESS_H_
@@ -37,6 +44,8 @@ struct IndexedReadResult {
     std::string bytes;    // C-order
   };
   std::vector<LeafData> leaves;  // in path order
+  // The memory budget's share for `leaves`: keep the result until sent.
+  MemoryBudget::Lease lease;
 };
 
 // td[index] for every leaf under `paths` (all leaves if empty).
