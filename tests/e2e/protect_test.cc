@@ -11,8 +11,10 @@
 #include <sys/stat.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <dirent.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -92,7 +94,7 @@ TEST_F(E2eQuota, EveryOversizedWriteIsRefusedBeforeWritingAnything) {
   const at::Tensor x = at::rand({1000, 250});  // 1,000,000 bytes
   a.set("x", x);
   EXPECT_EQ(UsedBytesCounter(kNs), 1000000);
-  const auto before = Snapshot(kNs);
+  const auto before = NamespaceSnapshot(kNs);
 
   // 1. A create whose schema passes the dict quota: no dict is left.
   Error e = ErrorOf([&] {
@@ -100,34 +102,34 @@ TEST_F(E2eQuota, EveryOversizedWriteIsRefusedBeforeWritingAnything) {
   });
   EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
   EXPECT_TRUE(Contains(e.message(), "--dict-quota-bytes")) << e.what();
-  EXPECT_EQ(Snapshot(kNs), before);
+  EXPECT_EQ(NamespaceSnapshot(kNs), before);
   EXPECT_EQ(client.list(), std::vector<std::string>{"a"});
 
   // 2. A whole-leaf write that would take the dict past its quota.
   e = ErrorOf([&] { a.set("y", at::zeros({1000, 600})); });  // 2.4 MB more
   EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
   EXPECT_TRUE(Contains(e.message(), "--dict-quota-bytes")) << e.what();
-  EXPECT_EQ(Snapshot(kNs), before);
+  EXPECT_EQ(NamespaceSnapshot(kNs), before);
 
   // 3. The namespace quota: b fits its own quota but not the namespace's.
   Dict b = client.create("b", {1000});
   b.set("y", at::rand({1000, 500}));  // 2 MB: 3 MB stored
-  const auto with_b = Snapshot(kNs);
+  const auto with_b = NamespaceSnapshot(kNs);
   e = ErrorOf([&] { b.set("z", at::zeros({1000, 300})); });  // 1.2 MB
   EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
   EXPECT_TRUE(Contains(e.message(), "--namespace-quota-bytes")) << e.what();
-  EXPECT_EQ(Snapshot(kNs), with_b);
+  EXPECT_EQ(NamespaceSnapshot(kNs), with_b);
 
   // 4. An indexed write whose missing leaf would be created zero-filled
   //    (1000 x 2000 float32 = 8 MB) for a value of a few bytes.
   e = ErrorOf([&] { b.set_index(Index{0}, "w", at::ones({2000})); });
   EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
-  EXPECT_EQ(Snapshot(kNs), with_b);
+  EXPECT_EQ(NamespaceSnapshot(kNs), with_b);
 
   // 5. A header announcing more than is left, with no data sent.
   grpc::Status status = AnnounceLeaf(daemon_.address(), "b", 1 << 20);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
-  EXPECT_EQ(Snapshot(kNs), with_b);
+  EXPECT_EQ(NamespaceSnapshot(kNs), with_b);
 
   // The other dicts kept serving throughout.
   EXPECT_TRUE(a.get("x").equal(x));
@@ -360,7 +362,6 @@ TEST(E2eEmbedded, WithoutDataDirARestartSaysTheDataIsLost) {
 // refused before anything is allocated; the stored dict keeps serving and
 // redis-server is never restarted.
 TEST(E2eEmbedded, HugeZeroFillIsRefusedUnderAnAddressSpaceCap) {
-  DaemonProcess probe_dir_owner;  // for a private directory for the wrapper
   const std::string wrapper = ::testing::TempDir() + "/tdstored-capped." + std::to_string(getpid());
   {
     std::ofstream out(wrapper);
