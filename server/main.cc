@@ -1,6 +1,7 @@
 // tdstored: the tdstore daemon. Reads its settings (daemon_config.h),
 // connects to Redis or starts an embedded redis-server, serves gRPC until
 // SIGTERM/SIGINT, then drains in-flight calls and exits 0.
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "server/redis/make_client.h"
 #include "server/service/tdstore_service.h"
 #include "server/store/dict_store.h"
+#include "server/store/indexed_access.h"
 #include "server/store/lua_scripts.h"
 #include "server/store/sweeper.h"
 
@@ -71,6 +73,13 @@ bool WriteReadyFile(const std::string& path, const std::string& text) {
 }
 
 int Run(int argc, char** argv) {
+  // Buffers of call data (indexed values and selections, up to hundreds of
+  // MiB) come and go; glibc's default raises its mmap threshold each time
+  // such a buffer is freed, after which the next ones come from the heap,
+  // and freed heap memory stays resident. Fixing the threshold returns every
+  // large buffer to the kernel when freed, so the resident set follows the
+  // memory budget (--memory-budget-bytes) instead of its high-water mark.
+  mallopt(M_MMAP_THRESHOLD, 2 << 20);
   // Block the shutdown signals before any thread starts, so every thread
   // inherits the mask and only sigwait() below sees them.
   sigset_t stop_signals;
@@ -146,6 +155,13 @@ int Run(int argc, char** argv) {
   }
   LogInfo("memory budget " + std::to_string(config->store.memory_budget_bytes) +
           " bytes for buffered call data (--memory-budget-bytes)");
+  if (config->store.memory_budget_bytes <
+      store::IndexedWriteLease(config->store.max_indexed_bytes, true)) {
+    LogWarning("--memory-budget-bytes is below what one indexed write of --max-indexed-bytes "
+               "needs (" + std::to_string(store::IndexedWriteLease(config->store.max_indexed_bytes,
+                                                                   true)) +
+               " bytes): such writes will be refused");
+  }
   // The embedded Redis has no password: TDSTORE_REDIS_PASSWORD is for --redis.
   redis::ConnectOptions connect_options;
   connect_options.events = metrics_owner.get();  // null: no metrics

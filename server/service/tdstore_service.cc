@@ -419,13 +419,15 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
   if (!index.ok()) return reject(index.status());
   // Every value is received and checked before anything is written: the
   // rows of all leaves in one block go to Redis in one script call.
+  // The values are held until the write: each header's bytes (and what
+  // the write will make of them, store::IndexedWriteLease) are leased from
+  // the memory budget before they are received. While this call waits
+  // for the budget it reads nothing, so gRPC's flow control stops the
+  // client instead of letting its data pile up here. Declared before the
+  // values so that it is returned after they are freed.
+  store::MemoryBudget::Lease held = store_->budget().Empty();
   std::vector<store::IndexedWriteValue> values;
   std::vector<int64_t> declared;  // byte count each header announced
-  // The values are held until the write: each header's bytes are leased
-  // from the memory budget before they are received. While this call waits
-  // for the budget it reads nothing, so gRPC's flow control stops the
-  // client instead of letting its data pile up here.
-  store::MemoryBudget::Lease held = store_->budget().Empty();
   int64_t received = 0;
   auto incomplete = [&]() -> absl::Status {
     if (values.empty() || static_cast<int64_t>(values.back().bytes.size()) == declared.back()) {
@@ -457,7 +459,9 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
               StrCat("an indexed write may carry at most ", store_->options().max_indexed_bytes,
                      " bytes (--max-indexed-bytes)")));
         }
-        if (auto s = held.Grow(h.byte_size(), "an indexed write's values"); !s.ok()) {
+        if (auto s = held.Grow(store::IndexedWriteLease(h.byte_size(), values.empty()),
+                               "an indexed write");
+            !s.ok()) {
           return reject(s);
         }
         store::IndexedWriteValue& v = values.emplace_back();
@@ -508,7 +512,7 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
         StrCat("the stream announced ", begin.leaf_count(), " leaves but carried ", values.size(),
                "; nothing written")));
   }
-  auto written = store::WriteIndexedLeaves(store_, begin.dict(), *index, values);
+  auto written = store::WriteIndexedLeaves(store_, begin.dict(), *index, values, held);
   if (!written.ok()) return ToGrpc(written.status());
   for (const store::Leaf& leaf : *written) ToProto(leaf, resp->add_written());
   return grpc::Status::OK;
