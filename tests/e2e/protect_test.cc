@@ -229,9 +229,10 @@ TEST(E2eBudget, ConcurrentMaximalIndexedWritesStayUnderTheBudget) {
     const int64_t hwm = ProcStatusBytes(daemon.pid(), "VmHWM");
     for (int i = 0; i < kWriters; ++i) EXPECT_EQ(errors[i], "") << "writer " << i;
     EXPECT_EQ(ok.load(), kWriters);
-    // gRPC holds up to a 4 MiB message and its flow-control window per
-    // stream outside the budget.
-    const int64_t grpc_slack = kWriters * (8 << 20);
+    // gRPC holds each stream's received messages and flow-control window
+    // (grown by its BDP probing) outside the budget: up to about 12 MiB a
+    // stream measured here while the handler waits for its share.
+    const int64_t grpc_slack = kWriters * (16 << 20);
     std::printf("[ budget ] %d concurrent indexed writes of %lld bytes: idle RSS %lld, peak RSS "
                 "%lld (sampled) / VmHWM %lld, budget %lld, %.2f s\n",
                 kWriters, static_cast<long long>(rows * cols * 4),
