@@ -25,6 +25,7 @@ std::string GlobEscape(std::string_view text) {
 std::string KeySchema::Catalog() const { return absl::StrCat(ns_, ":catalog"); }
 
 std::string KeySchema::DictIdCounter() const { return absl::StrCat(ns_, ":next_dict_id"); }
+std::string KeySchema::UsedBytes() const { return absl::StrCat(ns_, ":used_bytes"); }
 
 // The metadata keys of a dict use the tag "{<id>}": one slot holds all of
 // them, so schema scripts can touch meta, leaves and pending together.

@@ -3,6 +3,7 @@
 //
 //   <ns>:catalog                 hash  dict name -> dict id
 //   <ns>:next_dict_id            string counter for dict ids
+//   <ns>:used_bytes              string bytes of every stored generation (quota)
 //   <ns>:{<id>}:meta             hash  batch shape, block layout, version, ...
 //   <ns>:{<id>}:leaves           hash  encoded path -> leaf record
 //   <ns>:{<id>}:pending          hash  generation -> pending-write record
@@ -31,6 +32,8 @@ class KeySchema {
 
   std::string Catalog() const;
   std::string DictIdCounter() const;
+  // The namespace's stored-bytes counter (server/store/dict_store.h, quotas).
+  std::string UsedBytes() const;
   std::string Meta(std::string_view dict_id) const;
   std::string Leaves(std::string_view dict_id) const;
   std::string Pending(std::string_view dict_id) const;

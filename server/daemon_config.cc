@@ -47,6 +47,20 @@ Apply Positive(const std::string& name, int64_t max,
   };
 }
 
+// A setting in [0, max] (0 meaning "none" or "do not wait").
+Apply NonNegative(const std::string& name, int64_t max,
+                  std::function<void(DaemonConfig&, int64_t)> store) {
+  return [name, max, store](DaemonConfig& c, const std::string& v) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(v, &n) || n < 0 || n > max) {
+      return absl::InvalidArgumentError(
+          StrCat("--", name, ": expected an integer in 0..", max, ", got '", v, "'"));
+    }
+    store(c, n);
+    return absl::OkStatus();
+  };
+}
+
 // Reads a whole file named by a setting; the error names the setting.
 absl::StatusOr<std::string> ReadSettingFile(const std::string& name, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -114,6 +128,61 @@ std::vector<Setting> Settings() {
        Text(&DaemonConfig::redis_server_bin)},
       {"data-dir", "embedded redis-server persists here (append-only file); empty: no persistence",
        "", Text(&DaemonConfig::data_dir)},
+      {"redis-maxmemory",
+       "maxmemory of the embedded redis-server (noeviction): bytes, or N% of the machine's RAM "
+       "(of the address-space limit if lower)",
+       "50%",
+       [](DaemonConfig& c, const std::string& v) {
+         int64_t n = 0;
+         if (!v.empty() && v.back() == '%') {
+           if (!absl::SimpleAtoi(v.substr(0, v.size() - 1), &n) || n < 1 || n > 100) {
+             return absl::InvalidArgumentError(
+                 StrCat("--redis-maxmemory: expected 1%..100%, got '", v, "'"));
+           }
+           c.redis_maxmemory_percent = static_cast<int>(n);
+           c.redis_maxmemory_bytes = 0;
+           return absl::OkStatus();
+         }
+         if (!absl::SimpleAtoi(v, &n) || n < (int64_t{1} << 20)) {
+           return absl::InvalidArgumentError(StrCat(
+               "--redis-maxmemory: expected bytes (at least 1048576) or N%, got '", v, "'"));
+         }
+         c.redis_maxmemory_bytes = n;
+         return absl::OkStatus();
+       }},
+      {"namespace-quota-bytes",
+       "bytes the namespace may store (0: no quota); auto: 3/4 of the embedded redis-server's "
+       "maxmemory, no quota with --redis",
+       "auto",
+       [](DaemonConfig& c, const std::string& v) {
+         if (v == "auto") {
+           c.namespace_quota_auto = true;
+           return absl::OkStatus();
+         }
+         int64_t n = 0;
+         if (!absl::SimpleAtoi(v, &n) || n < 0) {
+           return absl::InvalidArgumentError(StrCat(
+               "--namespace-quota-bytes: expected auto or bytes (0: no quota), got '", v, "'"));
+         }
+         c.namespace_quota_auto = false;
+         c.store.namespace_quota_bytes = n;
+         return absl::OkStatus();
+       }},
+      {"dict-quota-bytes", "bytes one dict may store (0: no quota but the namespace's)", "0",
+       NonNegative("dict-quota-bytes", int64_t{1} << 60,
+                   [](DaemonConfig& c, int64_t n) { c.store.dict_quota_bytes = n; })},
+      {"memory-budget-bytes",
+       "bytes tdstored may buffer for all calls together (indexed selections, write values, "
+       "window pipelines)",
+       "2147483648",
+       Positive("memory-budget-bytes", int64_t{1} << 50,
+                [](DaemonConfig& c, int64_t n) { c.store.memory_budget_bytes = n; })},
+      {"memory-budget-wait-ms",
+       "how long a call waits for its share of --memory-budget-bytes before RESOURCE_EXHAUSTED",
+       "10000",
+       NonNegative("memory-budget-wait-ms", int64_t{1} << 40, [](DaemonConfig& c, int64_t n) {
+         c.store.memory_budget_wait = std::chrono::milliseconds(n);
+       })},
       {"namespace", "prefix of every Redis key", "td",
        [](DaemonConfig& c, const std::string& v) {
          if (v.empty() || v.find_first_of("{}: ") != std::string::npos) {

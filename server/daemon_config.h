@@ -38,6 +38,14 @@ struct DaemonConfig {
   // Embedded redis-server: binary and persistence directory.
   std::string redis_server_bin = "redis-server";
   std::string data_dir;
+  // Embedded redis-server's maxmemory (it runs with noeviction): bytes if
+  // > 0, else this percentage of the machine's RAM (or of tdstored's
+  // address-space limit, if smaller: the child inherits it).
+  int64_t redis_maxmemory_bytes = 0;
+  int redis_maxmemory_percent = 50;
+  // --namespace-quota-bytes auto: 3/4 of the embedded redis-server's
+  // maxmemory, none with --redis. Cleared when a number is given.
+  bool namespace_quota_auto = true;
   // Written once serving: one client address per line.
   std::string ready_file;
   std::chrono::milliseconds shutdown_grace{10000};

@@ -53,13 +53,27 @@ void HealthMonitor::Run() {
   std::chrono::milliseconds backoff = kFirstBackoff;
   while (true) {
     std::chrono::milliseconds wait = healthy_.load() ? options_.healthy_period : backoff;
+    std::string down;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (wake_.wait_for(lock, wait, [this] { return stopping_; })) return;
+      wake_.wait_for(lock, wait, [this] { return stopping_ || !down_reason_.empty(); });
+      if (stopping_) return;
+      down.swap(down_reason_);
     }
-    Apply(Probe());
+    // A reported death is applied as is, not probed: the restarted Redis
+    // may already answer, and it still needs its scripts and a fresh
+    // SERVING (after the data it lost or reloaded).
+    Apply(down.empty() ? Probe() : absl::UnavailableError(down));
     backoff = healthy_.load() ? kFirstBackoff : std::min(backoff * 2, options_.max_backoff);
   }
+}
+
+void HealthMonitor::ReportDown(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    down_reason_ = reason.empty() ? "Redis went down" : reason;
+  }
+  wake_.notify_all();
 }
 
 void HealthMonitor::Stop() {

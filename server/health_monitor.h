@@ -49,6 +49,11 @@ class HealthMonitor {
   // Probes once (so the status is right before the first call arrives), then
   // keeps probing on a thread.
   void Start();
+  // Turns NOT_SERVING now (from the monitor thread, with `reason` for the
+  // change callback), then probes with backoff as after a failed probe.
+  // For news the monitor would only notice on its next probe: the embedded
+  // redis-server died. Any thread; does not block.
+  void ReportDown(const std::string& reason);
   // Stops probing and marks every service NOT_SERVING (shutting down).
   void Stop();
 
@@ -69,6 +74,7 @@ class HealthMonitor {
   std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  std::string down_reason_;  // guarded by mu_; set by ReportDown
   std::thread thread_;
 };
 

@@ -1,6 +1,7 @@
 // tdstored: the tdstore daemon. Reads its settings (daemon_config.h),
 // connects to Redis or starts an embedded redis-server, serves gRPC until
 // SIGTERM/SIGINT, then drains in-flight calls and exits 0.
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "server/redis/make_client.h"
 #include "server/service/tdstore_service.h"
 #include "server/store/dict_store.h"
+#include "server/store/indexed_access.h"
 #include "server/store/lua_scripts.h"
 #include "server/store/sweeper.h"
 
@@ -71,6 +73,13 @@ bool WriteReadyFile(const std::string& path, const std::string& text) {
 }
 
 int Run(int argc, char** argv) {
+  // Buffers of call data (indexed values and selections, up to hundreds of
+  // MiB) come and go; glibc's default raises its mmap threshold each time
+  // such a buffer is freed, after which the next ones come from the heap,
+  // and freed heap memory stays resident. Fixing the threshold returns every
+  // large buffer to the kernel when freed, so the resident set follows the
+  // memory budget (--memory-budget-bytes) instead of its high-water mark.
+  mallopt(M_MMAP_THRESHOLD, 2 << 20);
   // Block the shutdown signals before any thread starts, so every thread
   // inherits the mask and only sigwait() below sees them.
   sigset_t stop_signals;
@@ -116,6 +125,15 @@ int Run(int argc, char** argv) {
     redis::EmbeddedRedisOptions options;
     options.binary = config->redis_server_bin;
     options.data_dir = config->data_dir;
+    options.maxmemory_bytes = config->redis_maxmemory_bytes > 0
+                                  ? config->redis_maxmemory_bytes
+                                  : redis::MemoryFraction(config->redis_maxmemory_percent);
+    // The quota stays below maxmemory: Redis needs room of its own (keys,
+    // hash records, the AOF rewrite buffer), and a replaced leaf is held
+    // twice until its old generation is deleted.
+    if (config->namespace_quota_auto) {
+      config->store.namespace_quota_bytes = options.maxmemory_bytes / 4 * 3;
+    }
     auto started = redis::EmbeddedRedis::Start(options);
     if (!started.ok()) {
       LogError("cannot start the embedded redis-server: " + started.status().ToString());
@@ -125,7 +143,24 @@ int Run(int argc, char** argv) {
     redis_url = "unix://" + embedded->address().path;
     LogInfo("started embedded redis-server (pid " + std::to_string(embedded->pid()) + ") at " +
         embedded->address().Redacted() +
-        (config->data_dir.empty() ? " without persistence" : " persisting to " + config->data_dir));
+        (config->data_dir.empty() ? " without persistence" : " persisting to " + config->data_dir) +
+        ", maxmemory " + std::to_string(options.maxmemory_bytes) + " bytes (noeviction)");
+  }
+  if (config->store.namespace_quota_bytes > 0) {
+    LogInfo("namespace '" + config->store.ns + "' may store " +
+            std::to_string(config->store.namespace_quota_bytes) + " bytes (--namespace-quota-bytes)");
+  } else if (!embedded) {
+    LogInfo("no --namespace-quota-bytes: set it (and Redis' own maxmemory) so that one request "
+            "cannot fill Redis");
+  }
+  LogInfo("memory budget " + std::to_string(config->store.memory_budget_bytes) +
+          " bytes for buffered call data (--memory-budget-bytes)");
+  if (config->store.memory_budget_bytes <
+      store::IndexedWriteLease(config->store.max_indexed_bytes, true)) {
+    LogWarning("--memory-budget-bytes is below what one indexed write of --max-indexed-bytes "
+               "needs (" + std::to_string(store::IndexedWriteLease(config->store.max_indexed_bytes,
+                                                                   true)) +
+               " bytes): such writes will be refused");
   }
   // The embedded Redis has no password: TDSTORE_REDIS_PASSWORD is for --redis.
   redis::ConnectOptions connect_options;
@@ -209,6 +244,14 @@ int Run(int argc, char** argv) {
                                      : "Redis is unreachable: NOT_SERVING (" + reason + ")");
                        });
   health.Start();
+  if (embedded) {
+    // If it dies (OOM killer, a crash, kill -9), it is restarted; health
+    // goes NOT_SERVING at once and SERVING again once it answers.
+    embedded->Supervise([&health](bool error, const std::string& line) {
+      Log(error ? LogLevel::kError : LogLevel::kWarning, line);
+      if (error) health.ReportDown(line);
+    });
+  }
 
   std::string addresses;
   if (!config->listen.empty()) {

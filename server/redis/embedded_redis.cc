@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -151,6 +153,21 @@ bool Exited(pid_t pid) {
 
 }  // namespace
 
+int64_t MemoryFraction(int percent) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  int64_t base = (pages > 0 && page_size > 0) ? int64_t{pages} * page_size : int64_t{4} << 30;
+  // Under `ulimit -v` the child inherits the cap: a maxmemory above it
+  // would let Redis' allocations fail (and Redis abort) before maxmemory
+  // ever refuses a write.
+  struct rlimit as;
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
+      static_cast<int64_t>(as.rlim_cur) < base) {
+    base = static_cast<int64_t>(as.rlim_cur);
+  }
+  return base / 100 * percent;
+}
+
 absl::StatusOr<std::unique_ptr<EmbeddedRedis>> EmbeddedRedis::Start(
     const EmbeddedRedisOptions& options) {
   absl::StatusOr<std::string> binary = ResolveBinary(options.binary);
@@ -164,7 +181,10 @@ absl::StatusOr<std::unique_ptr<EmbeddedRedis>> EmbeddedRedis::Start(
   redis->dir_ = *dir;
   redis->address_.kind = RedisAddress::Kind::kUnix;
   redis->address_.path = *dir + std::string(kSocketName);
-  const std::string log_path = *dir + "/redis.log";
+  redis->log_path_ = *dir + "/redis.log";
+  redis->binary_ = *binary;
+  redis->start_timeout_ = options.start_timeout;
+  redis->persistent_ = !options.data_dir.empty();
 
   std::string data_dir = *dir;
   if (!options.data_dir.empty()) {
@@ -176,7 +196,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedRedis>> EmbeddedRedis::Start(
     }
     data_dir = fs::absolute(options.data_dir).string();
   }
-  const std::vector<std::string> args = {
+  redis->args_ = {
       *binary,
       "--port", "0",  // no TCP listener: only this host's processes with the socket
       "--unixsocket", redis->address_.path,
@@ -184,58 +204,178 @@ absl::StatusOr<std::unique_ptr<EmbeddedRedis>> EmbeddedRedis::Start(
       "--save", "",  // never RDB snapshots; persistence, if any, is the AOF
       "--appendonly", options.data_dir.empty() ? "no" : "yes",
       "--dir", data_dir,
-      "--logfile", log_path,
+      "--logfile", redis->log_path_,
       "--daemonize", "no",
   };
-  absl::StatusOr<pid_t> pid = Spawn(*binary, args, log_path);
-  if (!pid.ok()) return pid.status();
-  redis->pid_ = *pid;
+  if (options.maxmemory_bytes > 0) {
+    // noeviction: tdstore's keys are data, never a cache; refuse, don't drop.
+    redis->args_.insert(redis->args_.end(), {"--maxmemory", std::to_string(options.maxmemory_bytes),
+                                             "--maxmemory-policy", "noeviction"});
+  }
+  if (auto s = redis->SpawnAndWait(); !s.ok()) return s;
+  return redis;
+}
+
+absl::Status EmbeddedRedis::SpawnAndWait() {
+  pid_t child;
+  {
+    // Under the lock, so Stop() either sees this child (and kills it) or
+    // has already refused it.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::CancelledError("stopping");
+    absl::StatusOr<pid_t> pid = Spawn(binary_, args_, log_path_);
+    if (!pid.ok()) return pid.status();
+    pid_ = child = *pid;
+  }
+  auto forget = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    pid_ = -1;
+  };
 
   // Poll until it answers PING on the socket (loading an AOF can take a while).
-  const auto deadline = std::chrono::steady_clock::now() + options.start_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + start_timeout_;
   ConnectOptions probe;
   probe.connect_timeout = std::chrono::milliseconds(500);
   probe.io_timeout = std::chrono::milliseconds(2000);
   std::string last_error = "no answer";
   while (std::chrono::steady_clock::now() < deadline) {
-    if (Exited(redis->pid_)) {
-      redis->pid_ = -1;
+    if (Exited(child)) {
+      forget();
       return absl::UnavailableError("redis-server exited during start-up; log:" +
-                                    LogTail(log_path));
+                                    LogTail(log_path_));
     }
-    auto conn = Connection::Open(redis->address_, probe);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return absl::CancelledError("stopping");  // Stop() reaps it
+    }
+    auto conn = Connection::Open(address_, probe);
     if (conn.ok()) {
       const std::string_view ping[] = {"PING"};
       auto reply = (*conn)->Call(ping);
-      if (reply.ok() && reply->is_status() && reply->str() == "PONG") return redis;
+      if (reply.ok() && reply->is_status() && reply->str() == "PONG") return absl::OkStatus();
       last_error = reply.ok() ? std::string(reply->str()) : reply.status().ToString();
     } else {
       last_error = conn.status().ToString();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  kill(child, SIGKILL);
+  while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  forget();
   return absl::UnavailableError("redis-server did not answer PING within " +
-                                std::to_string(options.start_timeout.count()) + " ms (" +
-                                last_error + "); log:" + LogTail(log_path));
+                                std::to_string(start_timeout_.count()) + " ms (" + last_error +
+                                "); log:" + LogTail(log_path_));
+}
+
+void EmbeddedRedis::Supervise(Report report) {
+  if (watcher_.joinable()) return;
+  report_ = std::move(report);
+  watcher_ = std::thread([this] { Watch(); });
+}
+
+pid_t EmbeddedRedis::pid() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pid_;
+}
+
+int EmbeddedRedis::restarts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return restarts_;
+}
+
+namespace {
+
+std::string DescribeExit(int status) {
+  if (WIFSIGNALED(status)) {
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "stopped";
+}
+
+}  // namespace
+
+void EmbeddedRedis::Watch() {
+  for (;;) {
+    pid_t child;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      child = pid_;
+    }
+    if (child > 0) {
+      // Wait for the exit without reaping: the pid stays ours (not reused)
+      // until we reap it under the lock, so Stop() never signals a stranger.
+      siginfo_t info;
+      int r;
+      do {
+        r = waitid(P_PID, child, &info, WEXITED | WNOWAIT);
+      } while (r < 0 && errno == EINTR);
+      int status = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return;  // Stop() reaps it
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+        }
+        pid_ = -1;
+      }
+      report_(true, "embedded redis-server (pid " + std::to_string(child) + ") " +
+                        DescribeExit(status) + "; restarting it" +
+                        (persistent_ ? " from its append-only file"
+                                    : ": it had no persistence (no --data-dir), so EVERY DICT "
+                                      "IT HELD IS LOST"));
+    }
+    // Restart, with backoff while starts fail.
+    for (auto backoff = std::chrono::milliseconds(100);;
+         backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5))) {
+      absl::Status started = SpawnAndWait();
+      if (started.ok()) break;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (stopping_) return;
+        report_(true, "cannot restart the embedded redis-server (retrying in " +
+                          std::to_string(backoff.count()) + " ms): " + started.ToString());
+        if (wake_.wait_for(lock, backoff, [this] { return stopping_; })) return;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++restarts_;
+      child = pid_;
+    }
+    report_(false, "restarted the embedded redis-server (pid " + std::to_string(child) + ")");
+  }
 }
 
 EmbeddedRedis::~EmbeddedRedis() { Stop(); }
 
 void EmbeddedRedis::Stop() {
-  if (pid_ > 0) {
-    // SIGTERM lets Redis flush the AOF; SIGKILL only if it hangs.
-    kill(pid_, SIGTERM);
+  pid_t child;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    child = pid_;
+  }
+  wake_.notify_all();
+  // SIGTERM lets Redis flush the AOF (and wakes the watcher); SIGKILL only
+  // if it hangs.
+  if (child > 0) kill(child, SIGTERM);
+  if (watcher_.joinable()) watcher_.join();
+  if (child > 0) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    bool gone = Exited(pid_);
+    bool gone = Exited(child);
     while (!gone && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      gone = Exited(pid_);
+      gone = Exited(child);
     }
     if (!gone) {
-      kill(pid_, SIGKILL);
-      while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+      kill(child, SIGKILL);
+      while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
       }
     }
+    std::lock_guard<std::mutex> lock(mu_);
     pid_ = -1;
   }
   if (!dir_.empty()) {

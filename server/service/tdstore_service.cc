@@ -108,6 +108,7 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
   // nothing.
   const Shape batch = ShapeFromProto(req->batch_shape());
   std::vector<store::ZeroLeaf> leaves;
+  int64_t schema_bytes = 0;  // checked against the quotas before creating
   for (const v1::LeafSpec& spec : req->leaves()) {
     auto path = FromProto(spec.path());
     if (!path.ok()) return ToGrpc(path.status());
@@ -119,7 +120,9 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
         !s.ok()) {
       return ToGrpc(s);
     }
-    if (auto bytes = ByteSize(shape, DTypeSize(*dtype)); !bytes.ok()) return ToGrpc(bytes.status());
+    auto bytes = ByteSize(shape, DTypeSize(*dtype));
+    if (!bytes.ok()) return ToGrpc(bytes.status());
+    schema_bytes += *bytes;
     for (const store::ZeroLeaf& other : leaves) {
       if (IsPathPrefix(other.path, *path) || IsPathPrefix(*path, other.path)) {
         return ToGrpc(absl::InvalidArgumentError(
@@ -130,7 +133,7 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
     leaves.push_back({*std::move(path), *dtype, std::move(shape)});
   }
   auto schema = store_->CreateDict(req->name(), batch, req->options().rows_per_block(),
-                                   req->options().part_bytes());
+                                   req->options().part_bytes(), schema_bytes);
   if (!schema.ok()) return NothingApplied(ctx, schema.status());
   if (!leaves.empty()) {
     if (auto s = store::CreateZeroFilledLeaves(store_, req->name(), leaves); !s.ok()) {
@@ -416,6 +419,13 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
   if (!index.ok()) return reject(index.status());
   // Every value is received and checked before anything is written: the
   // rows of all leaves in one block go to Redis in one script call.
+  // The values are held until the write: each header's bytes (and what
+  // the write will make of them, store::IndexedWriteLease) are leased from
+  // the memory budget before they are received. While this call waits
+  // for the budget it reads nothing, so gRPC's flow control stops the
+  // client instead of letting its data pile up here. Declared before the
+  // values so that it is returned after they are freed.
+  store::MemoryBudget::Lease held = store_->budget().Empty();
   std::vector<store::IndexedWriteValue> values;
   std::vector<int64_t> declared;  // byte count each header announced
   int64_t received = 0;
@@ -443,7 +453,19 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
           return reject(s);
         }
         if (auto s = CheckPath(limits_, h.path()); !s.ok()) return reject(s);
+        // Refused before buffering: the selection limit bounds what is held.
+        if (received + h.byte_size() > store_->options().max_indexed_bytes) {
+          return reject(absl::ResourceExhaustedError(
+              StrCat("an indexed write may carry at most ", store_->options().max_indexed_bytes,
+                     " bytes (--max-indexed-bytes)")));
+        }
+        if (auto s = held.Grow(store::IndexedWriteLease(h.byte_size(), values.empty()),
+                               "an indexed write");
+            !s.ok()) {
+          return reject(s);
+        }
         store::IndexedWriteValue& v = values.emplace_back();
+        v.bytes.reserve(static_cast<size_t>(h.byte_size()));
         v.path = *std::move(path);
         v.dtype = *dtype;
         v.shape = ShapeFromProto(h.shape());
@@ -490,7 +512,7 @@ grpc::Status TdStoreService::WriteIndexed(grpc::ServerContext* ctx,
         StrCat("the stream announced ", begin.leaf_count(), " leaves but carried ", values.size(),
                "; nothing written")));
   }
-  auto written = store::WriteIndexedLeaves(store_, begin.dict(), *index, values);
+  auto written = store::WriteIndexedLeaves(store_, begin.dict(), *index, values, held);
   if (!written.ok()) return ToGrpc(written.status());
   for (const store::Leaf& leaf : *written) ToProto(leaf, resp->add_written());
   return grpc::Status::OK;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "common/str_cat.h"
+#include "server/log.h"
 #include "server/store/lua_scripts.h"
 #include "server/store/redis_errors.h"
 
@@ -22,10 +23,76 @@ absl::Status NotFoundDict(std::string_view name) {
 }  // namespace
 
 DictStore::DictStore(redis::RedisClient* redis, StoreOptions options)
-    : redis_(redis), options_(std::move(options)), keys_(options_.ns) {}
+    : redis_(redis),
+      options_(std::move(options)),
+      keys_(options_.ns),
+      budget_(options_.memory_budget_bytes, options_.memory_budget_wait) {}
+
+absl::Status DictStore::CheckDictQuota(const DictMeta& meta, int64_t bytes_after) const {
+  const int64_t quota = options_.dict_quota_bytes;
+  if (quota <= 0 || bytes_after <= quota) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      StrCat("dict '", meta.name, "' would hold ", bytes_after, " bytes, over its quota of ",
+             quota, " bytes (--dict-quota-bytes); nothing was written"));
+}
+
+absl::Status DictStore::QuotaError(int64_t used, int64_t bytes, std::string_view what) const {
+  return absl::ResourceExhaustedError(
+      StrCat(what, " needs ", bytes, " bytes, but namespace '", options_.ns, "' stores ", used,
+             " of its quota of ", options_.namespace_quota_bytes,
+             " bytes (--namespace-quota-bytes); nothing was written"));
+}
+
+absl::Status DictStore::ReserveBytes(int64_t bytes, std::string_view what) {
+  if (bytes <= 0) return absl::OkStatus();
+  const std::string counter = keys_.UsedBytes();
+  auto reply = redis_->Eval(GetScripts().reserve_bytes, {counter},
+                            {StrCat(bytes), StrCat(options_.namespace_quota_bytes)});
+  if (!reply.ok()) return reply.status();
+  if (ErrorTag(*reply) == "TDQUOTA") {
+    int64_t used = 0;
+    (void)absl::SimpleAtoi(std::string(ErrorDetail(*reply)), &used);
+    return QuotaError(used, bytes, what);
+  }
+  return ReplyStatus(*reply, "reserve stored bytes");
+}
+
+void DictStore::ReleaseBytes(int64_t bytes) {
+  if (bytes <= 0) return;
+  const std::string counter = keys_.UsedBytes();
+  auto reply = redis_->Eval(GetScripts().reserve_bytes, {counter}, {StrCat(-bytes), "0"});
+  absl::Status status = reply.ok() ? ReplyStatus(*reply, "release stored bytes") : reply.status();
+  if (!status.ok()) {
+    LogWarning(StrCat("could not return ", bytes, " bytes to ", counter,
+                      " (the namespace quota counts them until reset): ", status.ToString()));
+  }
+}
+
+absl::StatusOr<int64_t> DictStore::NamespaceUsedBytes() const {
+  const std::string counter = keys_.UsedBytes();
+  auto reply = redis_->Call(counter, {"GET", counter});
+  if (!reply.ok()) return reply.status();
+  if (auto s = ReplyStatus(*reply, "read stored bytes"); !s.ok()) return s;
+  int64_t used = 0;
+  if (!reply->is_nil() && !absl::SimpleAtoi(std::string(reply->str()), &used)) {
+    return absl::DataLossError(StrCat(counter, " holds '", reply->str(), "', not a number"));
+  }
+  return used;
+}
+
+absl::Status DictStore::CheckNamespaceRoom(int64_t bytes, std::string_view what) const {
+  if (options_.namespace_quota_bytes <= 0 || bytes <= 0) return absl::OkStatus();
+  // Also refuses what could never fit, without a round trip.
+  if (bytes > options_.namespace_quota_bytes) return QuotaError(0, bytes, what);
+  auto used = NamespaceUsedBytes();
+  if (!used.ok()) return used.status();
+  if (*used + bytes > options_.namespace_quota_bytes) return QuotaError(*used, bytes, what);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Shape& batch_shape,
-                                                 int64_t rows_per_block, int64_t part_bytes) {
+                                                 int64_t rows_per_block, int64_t part_bytes,
+                                                 int64_t schema_bytes) {
   if (auto s = CheckName(name); !s.ok()) return s;
   if (auto s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
   if (rows_per_block < 0 || part_bytes < 0) {
@@ -36,6 +103,16 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
   // Redis strings stop at 512 MB; keep parts well below.
   if (part_bytes > (256ll << 20)) {
     return absl::InvalidArgumentError("part_bytes must be at most 256 MiB");
+  }
+
+  // Quotas before anything is written: a schema that cannot fit must not
+  // leave a dict behind.
+  DictMeta proposed;
+  proposed.name = std::string(name);
+  if (auto s = CheckDictQuota(proposed, schema_bytes); !s.ok()) return s;
+  if (auto s = CheckNamespaceRoom(schema_bytes, StrCat("the schema of dict '", name, "'"));
+      !s.ok()) {
+    return s;
   }
 
   const std::string catalog = keys_.Catalog();
@@ -196,6 +273,7 @@ absl::Status DictStore::FinishDelete(const std::string& id) {
     for (const auto& [_, leaf] : schema->leaves) {
       if (auto s = DeleteGeneration(schema->meta, leaf.record); !s.ok()) return s;
     }
+    int64_t stored = schema->StoredBytes();
     std::vector<std::string> pending_fields = StringArray(*pending);
     for (size_t i = 0; i + 1 < pending_fields.size(); i += 2) {
       auto record = DecodePendingRecord(pending_fields[i + 1]);
@@ -203,11 +281,15 @@ absl::Status DictStore::FinishDelete(const std::string& id) {
       if (!record.ok() || !absl::SimpleAtoi(pending_fields[i], &gen)) continue;
       record->leaf.generation = gen;
       if (auto s = DeleteGeneration(schema->meta, record->leaf); !s.ok()) return s;
+      stored += RecordBytes(record->leaf);
     }
     // The registry and the meta, in one slot.
     auto del = redis_->Call(meta_key, {"DEL", leaves_key, pending_key, meta_key});
     if (!del.ok()) return del.status();
     if (auto s = ReplyStatus(*del, "delete dict registry"); !s.ok()) return s;
+    // Only the call whose DEL removed the records returns their bytes (a
+    // deletion resumed by the sweeper, or two racing, count them once).
+    if (del->integer() > 0) ReleaseBytes(stored);
   }
   // 3. The record of the deletion: done.
   const std::string catalog = keys_.Catalog();
@@ -307,7 +389,9 @@ absl::Status DictStore::DropRetired(const DictMeta& meta, const LeafRecord& reco
   auto reply = redis_->Call(pending_key,
                             {"HDEL", pending_key, StrCat(record.generation)});
   if (!reply.ok()) return reply.status();
-  return ReplyStatus(*reply, "drop retired generation");
+  if (auto s = ReplyStatus(*reply, "drop retired generation"); !s.ok()) return s;
+  if (reply->integer() == 1) ReleaseBytes(RecordBytes(record));
+  return absl::OkStatus();
 }
 
 }  // namespace tdstore::store

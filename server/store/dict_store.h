@@ -4,8 +4,27 @@
 //
 // Key layout: common/key_schema.h and docs/storage-layout.md.
 //
+// Quotas (StoreOptions::dict_quota_bytes, namespace_quota_bytes) are kept
+// here, in one place:
+//  - A dict's stored bytes are the sum of its leaves' byte sizes, read from
+//    its leaf registry (exact; no counter to drift). Writers check it with
+//    CheckDictQuota before their first Redis write. Two writers racing on
+//    one dict each check the registry as they read it, so together they can
+//    pass the dict quota by at most what they write.
+//  - The namespace's stored bytes are a counter, <ns>:used_bytes, counting
+//    every generation that has a record: committed in a registry, or in a
+//    pending hash (being written, or replaced/deleted and awaiting block
+//    deletion). ReserveBytes adds to it atomically against the quota
+//    (reserve_bytes.lua) *before* the generation is recorded; the bytes are
+//    returned exactly once, by whoever removes the generation's pending
+//    entry (DropRetired, an abort, the sweeper) or the whole dict
+//    (FinishDelete). A daemon killed between a reservation and its record,
+//    or between the removal and the release, leaves the counter too high
+//    (refusing early, never too late); docs/storage-layout.md.
+//
 // Errors: NOT_FOUND (no such dict or leaf), ALREADY_EXISTS, INVALID_ARGUMENT
-// (bad name, shape, layout), UNAVAILABLE (Redis unreachable; retryable),
+// (bad name, shape, layout), RESOURCE_EXHAUSTED (a quota or --max-dicts;
+// nothing written), UNAVAILABLE (Redis unreachable; retryable),
 // DATA_LOSS (Redis holds records tdstore did not write), INTERNAL (an
 // unexpected Redis error). A call that fails with INVALID_ARGUMENT,
 // NOT_FOUND or ALREADY_EXISTS has changed nothing.
@@ -23,6 +42,7 @@
 #include "common/path.h"
 #include "common/shape.h"
 #include "server/redis/redis_client.h"
+#include "server/store/memory_budget.h"
 #include "server/store/schema.h"
 #include "server/store/store_options.h"
 
@@ -42,9 +62,33 @@ class DictStore {
   redis::RedisClient& redis() const { return *redis_; }
 
   // Creates an empty dict. rows_per_block / part_bytes of 0 take the
-  // defaults. ALREADY_EXISTS if the name is taken.
+  // defaults. ALREADY_EXISTS if the name is taken. `schema_bytes` are the
+  // bytes of the leaves the caller will create in it next: checked against
+  // both quotas before the dict is created (RESOURCE_EXHAUSTED, nothing
+  // written); the leaves' own writes reserve them for real.
   absl::StatusOr<DictSchema> CreateDict(std::string_view name, const Shape& batch_shape,
-                                        int64_t rows_per_block, int64_t part_bytes);
+                                        int64_t rows_per_block, int64_t part_bytes,
+                                        int64_t schema_bytes = 0);
+
+  // --- Quotas (see the top of this file) --------------------------------------
+  // RESOURCE_EXHAUSTED naming --dict-quota-bytes if the dict would hold
+  // `bytes_after` bytes. Pure: no Redis.
+  absl::Status CheckDictQuota(const DictMeta& meta, int64_t bytes_after) const;
+  // Adds `bytes` to the namespace counter unless that passes the quota
+  // (RESOURCE_EXHAUSTED naming --namespace-quota-bytes; nothing changed).
+  // `what` says what the bytes are for, in the message.
+  absl::Status ReserveBytes(int64_t bytes, std::string_view what);
+  // Returns bytes to the namespace counter. Best effort: a failure leaves
+  // the counter high (logged).
+  void ReleaseBytes(int64_t bytes);
+  // The namespace counter (0 if absent).
+  absl::StatusOr<int64_t> NamespaceUsedBytes() const;
+  // Without reserving: RESOURCE_EXHAUSTED if `bytes` more would not fit
+  // under the namespace quota now.
+  absl::Status CheckNamespaceRoom(int64_t bytes, std::string_view what) const;
+
+  // The budget every buffer of call data is leased from (memory_budget.h).
+  MemoryBudget& budget() const { return budget_; }
 
   // The current schema of a dict (two round trips: catalog, then meta and
   // leaves pipelined). NOT_FOUND if there is no such dict.
@@ -84,7 +128,9 @@ class DictStore {
   absl::Status DeleteGeneration(const DictMeta& meta, const LeafRecord& record);
 
   // For a generation the scripts parked in the pending hash as garbage (a
-  // replaced or deleted leaf): deletes its blocks, then its pending entry.
+  // replaced or deleted leaf): deletes its blocks, then its pending entry,
+  // and returns its bytes to the namespace counter if this call removed
+  // the entry.
   absl::Status DropRetired(const DictMeta& meta, const LeafRecord& record);
 
   // The ids of every dict in the catalog (for the sweeper).
@@ -94,10 +140,12 @@ class DictStore {
 
  private:
   absl::StatusOr<std::string> LookupId(std::string_view name) const;
+  absl::Status QuotaError(int64_t used, int64_t bytes, std::string_view what) const;
 
   redis::RedisClient* const redis_;
   const StoreOptions options_;
   const KeySchema keys_;
+  mutable MemoryBudget budget_;
 };
 
 }  // namespace tdstore::store

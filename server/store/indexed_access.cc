@@ -25,6 +25,25 @@ absl::Status CheckSize(int64_t max_bytes, int64_t bytes) {
 // as the selected data.
 int64_t MaxCells(const StoreOptions& options) { return options.max_indexed_bytes / 8; }
 
+// What a resolved index occupies while a call uses it: its cells, and the
+// byte runs planned from them (about as many).
+int64_t IndexMemory(const plan::ResolvedIndex& resolved) {
+  return 2 * 8 * static_cast<int64_t>(resolved.cells.size());
+}
+
+// A write holds each selected byte up to four more times: expanded to the
+// indexed shape, copied into its block's script argument, formatted into
+// the Redis command, and appended to the connection's output buffer (which
+// hiredis grows by reallocating: old and new buffer at once). Measured with
+// E2eBudget.ConcurrentMaximalIndexedWritesStayUnderTheBudget.
+constexpr int64_t kWriteCopies = 4;
+constexpr int64_t kIndexAllowance = 1 << 20;
+
+// Grows `lease` to at least `need` bytes.
+absl::Status LeaseAtLeast(MemoryBudget::Lease& lease, int64_t need, std::string_view what) {
+  return lease.Grow(need - lease.bytes(), what);
+}
+
 // torch's `t[idx] = v` drops v's leading size-1 dims before broadcasting
 // (a [1, n] value fits a [n] target); expand alone would refuse them.
 Shape StripLeadingOnes(Shape shape, size_t target_rank) {
@@ -45,10 +64,14 @@ struct PlannedValue {
 absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
                                                      const plan::ResolvedIndex& resolved,
                                                      const std::vector<IndexedWriteValue>& values,
-                                                     int64_t max_bytes) {
+                                                     int64_t max_bytes,
+                                                     MemoryBudget::Lease& lease) {
   const Shape& batch = schema.meta.batch_shape;
   std::vector<PlannedValue> planned;
   int64_t total = 0;
+  // The values as received and the resolved index stay held throughout.
+  int64_t held = IndexMemory(resolved);
+  for (const IndexedWriteValue& v : values) held += static_cast<int64_t>(v.bytes.size());
   for (size_t i = 0; i < values.size(); ++i) {
     const IndexedWriteValue& v = values[i];
     if (auto s = ValidatePath(v.path); !s.ok()) return s;
@@ -111,6 +134,10 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
     // must not allocate first and fail later.
     total += *target_bytes;
     if (auto s = CheckSize(max_bytes, total); !s.ok()) return s;
+    if (auto s = LeaseAtLeast(lease, held + kWriteCopies * total, "an indexed write");
+        !s.ok()) {
+      return s;
+    }
     auto expanded = plan::BroadcastBytes(v.bytes, StripLeadingOnes(v.shape, target.size()), target,
                                    DTypeSize(v.dtype));
     if (!expanded.ok()) {
@@ -144,12 +171,17 @@ absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, std:
       total += CellBytes(*schema, leaf->record) * static_cast<int64_t>(resolved->cells.size());
     }
     if (auto s = CheckSize(store.options().max_indexed_bytes, total); !s.ok()) return s;
+    auto lease = store.budget().Acquire(total + IndexMemory(*resolved),
+                                        "an indexed read's selection");
+    if (!lease.ok()) return lease.status();
 
     auto bytes = ReadIndexed(store, *schema, *resolved, *leaves);
     if (IsStale(bytes.status()) && attempt == 0) continue;
     if (!bytes.ok()) return bytes.status();
 
     IndexedReadResult result;
+    // The index is done with; the selection stays leased until sent.
+    result.lease = *std::move(lease);
     result.result_shape = resolved->result_shape;
     for (size_t i = 0; i < leaves->size(); ++i) {
       const Leaf* leaf = (*leaves)[i];
@@ -160,9 +192,26 @@ absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, std:
   }
 }
 
+int64_t IndexedWriteLease(int64_t value_bytes, bool first_value) {
+  return (1 + kWriteCopies) * value_bytes + (first_value ? kIndexAllowance : 0);
+}
+
 absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
                                                      const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values) {
+  MemoryBudget::Lease lease = store->budget().Empty();
+  int64_t value_bytes = 0;
+  for (const IndexedWriteValue& v : values) value_bytes += static_cast<int64_t>(v.bytes.size());
+  if (auto s = lease.Grow(IndexedWriteLease(value_bytes, true), "an indexed write"); !s.ok()) {
+    return s;
+  }
+  return WriteIndexedLeaves(store, dict, index, values, lease);
+}
+
+absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
+                                                     const plan::IndexSpec& index,
+                                                     const std::vector<IndexedWriteValue>& values,
+                                                     MemoryBudget::Lease& lease) {
   if (values.empty()) return absl::InvalidArgumentError("an indexed write needs a value");
   bool created = false;
   for (int attempt = 0;; ++attempt) {
@@ -170,7 +219,8 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::stri
     if (!schema.ok()) return schema.status();
     auto resolved = plan::ResolveIndex(index, schema->meta.batch_shape, MaxCells(store->options()));
     if (!resolved.ok()) return resolved.status();
-    auto planned = PlanValues(*schema, *resolved, values, store->options().max_indexed_bytes);
+    auto planned =
+        PlanValues(*schema, *resolved, values, store->options().max_indexed_bytes, lease);
     if (!planned.ok()) return planned.status();
 
     // Missing leaves: create them zero-filled, then plan again against the

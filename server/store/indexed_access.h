@@ -10,7 +10,14 @@
 // INVALID_ARGUMENT (bad index, dtype or shape mismatch, value that does not
 // broadcast), FAILED_PRECONDITION (a new leaf's path conflicts with a
 // sub-dict), RESOURCE_EXHAUSTED (more than options.max_indexed_bytes
-// selected), ABORTED (still stale after a retry), UNAVAILABLE.
+// selected, or the memory budget stayed full), ABORTED (still stale after a
+// retry), UNAVAILABLE.
+//
+// Memory: each call leases from store.budget() what it gathers before it
+// allocates it: the resolved index (8 bytes a cell, twice: cells and runs),
+// the selection read, or for a write the expanded values, their per-block
+// copies and the formatted commands (4x the selection), with the received
+// values (IndexedWriteLease).
 //
 // Thread-safe as far as the store is.
 #ifndef TDSTORE_SERVER_STORE_INDEXED_ACCESS_H_
@@ -37,6 +44,8 @@ struct IndexedReadResult {
     std::string bytes;    // C-order
   };
   std::vector<LeafData> leaves;  // in path order
+  // The memory budget's share for `leaves`: keep the result until sent.
+  MemoryBudget::Lease lease;
 };
 
 // td[index] for every leaf under `paths` (all leaves if empty).
@@ -54,9 +63,29 @@ struct IndexedWriteValue {
 // td[index] = value for each value; missing leaves are created zero-filled
 // (element shape = the value's dims after the indexed batch dims) first.
 // Returns the leaves written (their records as stored).
+//
+// `lease` is the caller's share of store->budget(), holding what it leased
+// for `values` as they arrived; the write grows it to what it needs (see
+// IndexedWriteLease) before allocating.
+absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
+                                                     const plan::IndexSpec& index,
+                                                     const std::vector<IndexedWriteValue>& values,
+                                                     MemoryBudget::Lease& lease);
+// The same, leasing everything itself.
 absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
                                                      const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values);
+
+// What a caller receiving an indexed write's value of `value_bytes` should
+// lease for it before buffering it: the value itself and its copies in the
+// write, as if it did not broadcast (the usual case), plus an allowance
+// for the resolved index with the first value. Leasing it all at once lets
+// a typical write take its whole share in one wait, rather than hold part
+// of the budget while it waits for the rest (which, across many calls,
+// could block all of them until their waits time out). A value that
+// broadcasts to more, or an index of many small cells, grows the lease
+// later.
+int64_t IndexedWriteLease(int64_t value_bytes, bool first_value);
 
 // Creates zero-filled leaves (path -> dtype and full shape) in one commit;
 // paths that exist by then are left alone. For indexed writes and for

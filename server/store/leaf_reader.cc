@@ -1,5 +1,7 @@
 #include "server/store/leaf_reader.h"
 
+#include <algorithm>
+
 #include <vector>
 
 #include "common/str_cat.h"
@@ -19,6 +21,11 @@ absl::Status ReadLeaf(const DictStore& store, const DictSchema& schema, const Le
                          [&](const Segment& s) { windows.push_back(s); });
 
   const int depth = store.options().pipeline_depth;
+  // Replies of `depth` windows in flight plus the one handed to the sink.
+  auto lease = store.budget().Acquire(
+      std::min<int64_t>(layout->total_bytes(), (depth + 1) * store.options().window_bytes),
+      "a whole-leaf read's window pipeline");
+  if (!lease.ok()) return lease.status();
   auto pipe = store.redis().NewPipeline(depth);
   if (!pipe.ok()) return pipe.status();
 

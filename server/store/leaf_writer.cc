@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <utility>
 
 #include "common/str_cat.h"
 #include "server/store/lua_scripts.h"
@@ -30,7 +31,10 @@ absl::StatusOr<std::unique_ptr<WriteTxn>> WriteTxn::Begin(DictStore* store,
 }
 
 WriteTxn::WriteTxn(DictStore* store, DictSchema schema)
-    : store_(store), schema_(std::move(schema)), last_touch_(std::chrono::steady_clock::now()) {}
+    : store_(store),
+      schema_(std::move(schema)),
+      last_touch_(std::chrono::steady_clock::now()),
+      bytes_after_commit_(schema_.StoredBytes()) {}
 
 WriteTxn::~WriteTxn() { Abort(); }
 
@@ -104,6 +108,22 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape&
   auto layout = schema_.Layout(record);
   if (!layout.ok()) return Fail(layout.status());
 
+  // --- Quotas, before the generation exists. -------------------------------
+  // The dict quota counts the dict as the commit will leave it (a replaced
+  // leaf's bytes go); the namespace counter also holds the replaced
+  // generation until its blocks are deleted, as Redis does.
+  const Leaf* replaced = schema_.Find(path);
+  const int64_t after =
+      bytes_after_commit_ + byte_size - (replaced ? RecordBytes(replaced->record) : 0);
+  if (auto s = store_->CheckDictQuota(schema_.meta, after); !s.ok()) return Fail(s);
+  if (auto s = store_->ReserveBytes(byte_size, StrCat("leaf ", Display(path), " of dict '",
+                                                      schema_.meta.name, "'"));
+      !s.ok()) {
+    return Fail(s);
+  }
+  unrecorded_reserved_ = byte_size;
+  bytes_after_commit_ = after;
+
   // --- Reserve a generation, recorded as pending. ---------------------------
   if (auto s = DrainReplies(0); !s.ok()) return Fail(s);
   const std::string meta_key = store_->keys().Meta(schema_.meta.id);
@@ -117,6 +137,8 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape&
   }
   if (auto s = ReplyStatus(*gen, "reserve generation"); !s.ok()) return Fail(s);
   record.generation = gen->integer();
+  // Recorded: from here the pending entry carries the reservation.
+  unrecorded_reserved_ = 0;
   leaves_.push_back(PendingLeaf{Leaf{path, record}, *std::move(layout), 0});
   return absl::OkStatus();
 }
@@ -201,6 +223,12 @@ absl::Status WriteTxn::ZeroFill() {
 
 absl::Status WriteTxn::OpenPipeline() {
   const StoreOptions& options = store_->options();
+  // Windows in flight plus the chunk being split: formatted commands sit in
+  // the pipeline's buffer until Redis has them.
+  auto lease = store_->budget().Acquire((options.pipeline_depth + 1) * options.window_bytes,
+                                        "a whole-leaf write's window pipeline");
+  if (!lease.ok()) return lease.status();
+  pipe_lease_ = *std::move(lease);
   auto pipe = store_->redis().NewPipeline(options.pipeline_depth);
   if (!pipe.ok()) return pipe.status();
   pipe_ = *std::move(pipe);
@@ -312,6 +340,7 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
   if (auto s = ReplyStatus(*reply, "commit leaves"); !s.ok()) return Fail(s);
   done_ = true;  // visible now: nothing to abort any more
   pipe_.reset();
+  pipe_lease_.Release();
 
   CommitResult result;
   result.version = (*reply)[0].integer();
@@ -334,6 +363,7 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
 void WriteTxn::Abort() {
   if (done_) return;
   done_ = true;
+  store_->ReleaseBytes(std::exchange(unrecorded_reserved_, 0));
   // SETRANGEs already sent must be finished before we delete: Redis could
   // otherwise run them after our UNLINKs and recreate keys nobody tracks.
   // Reading every reply proves they ran (error replies are fine here).
@@ -342,6 +372,7 @@ void WriteTxn::Abort() {
     while (settled && pipe_->outstanding() > 0) settled = pipe_->Receive().ok();
     pipe_.reset();
   }
+  pipe_lease_.Release();
   const std::string pending_key = store_->keys().Pending(schema_.meta.id);
   for (const PendingLeaf& p : leaves_) {
     // Blocks first, then the entry: if we die in between, the sweeper still
@@ -349,7 +380,11 @@ void WriteTxn::Abort() {
     if (!store_->DeleteGeneration(schema_.meta, p.leaf.record).ok()) continue;
     const std::string gen = StrCat(p.leaf.record.generation);
     if (settled) {
-      (void)store_->redis().Call(pending_key, {"HDEL", pending_key, gen});
+      auto removed = store_->redis().Call(pending_key, {"HDEL", pending_key, gen});
+      // Only if this HDEL removed the entry (the sweeper may have first).
+      if (removed.ok() && removed->is_integer() && removed->integer() == 1) {
+        store_->ReleaseBytes(RecordBytes(p.leaf.record));
+      }
     } else {
       // The connection broke with commands in flight: a straggler may still
       // land. Keep the entry, due again after the pending timeout (far

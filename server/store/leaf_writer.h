@@ -16,6 +16,16 @@
 // A transaction destroyed without Commit() deletes what it wrote (Abort); a
 // daemon that dies mid-write leaves pending entries the sweeper removes.
 //
+// Quotas (dict_store.h): BeginLeaf checks the dict's quota against the
+// dict as it will be after the commit, then reserves the leaf's bytes in
+// the namespace counter, before anything of the leaf is written; either
+// refusal is RESOURCE_EXHAUSTED. The reservation follows the generation:
+// returned when it is aborted, or when the generation it replaced is
+// deleted after the commit.
+//
+// Memory: the pipeline's windows in flight are leased from the store's
+// budget when the first data arrives (RESOURCE_EXHAUSTED if it stays full).
+//
 // Errors: INVALID_ARGUMENT for a header that does not fit the dict (dtype,
 // shape, byte count, path) or data beyond the announced size; NOT_FOUND if the
 // dict is deleted meanwhile; FAILED_PRECONDITION if a path collides with an
@@ -98,7 +108,14 @@ class WriteTxn {
   DictSchema schema_;
   std::vector<PendingLeaf> leaves_;
   std::unique_ptr<redis::Pipeline> pipe_;
+  // The memory budget's share for pipe_'s windows in flight.
+  MemoryBudget::Lease pipe_lease_;
   std::chrono::steady_clock::time_point last_touch_;
+  // What the dict will store once this write commits.
+  int64_t bytes_after_commit_ = 0;
+  // Reserved for a leaf whose generation is not recorded yet (begin_write
+  // failed or has not answered): returned by Abort.
+  int64_t unrecorded_reserved_ = 0;
   bool done_ = false;
 };
 

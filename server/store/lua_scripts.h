@@ -16,6 +16,7 @@ extern const char kDeleteLeaves[];
 extern const char kMarkDeleting[];
 extern const char kReadRuns[];
 extern const char kRenameDict[];
+extern const char kReserveBytes[];
 extern const char kSetMetaName[];
 extern const char kTouchPending[];
 extern const char kUnpublishDict[];
@@ -33,6 +34,7 @@ struct Scripts {
   redis::Script mark_deleting;
   redis::Script read_runs;
   redis::Script rename_dict;
+  redis::Script reserve_bytes;
   redis::Script set_meta_name;
   redis::Script touch_pending;
   redis::Script unpublish_dict;

@@ -7,6 +7,17 @@
 
 namespace tdstore::store {
 
+int64_t RecordBytes(const LeafRecord& record) {
+  auto bytes = ByteSize(record.shape, DTypeSize(record.dtype));
+  return bytes.ok() ? *bytes : 0;
+}
+
+int64_t DictSchema::StoredBytes() const {
+  int64_t total = 0;
+  for (const auto& [_, leaf] : leaves) total += RecordBytes(leaf.record);
+  return total;
+}
+
 absl::StatusOr<BlockLayout> DictSchema::Layout(const LeafRecord& record) const {
   return BlockLayout::Make(meta.batch_shape, record.shape, DTypeSize(record.dtype),
                            meta.rows_per_block, meta.part_bytes);

@@ -45,6 +45,9 @@ struct DictSchema {
   // of encoded paths: a subtree's leaves are contiguous.
   std::map<std::string, Leaf> leaves;
 
+  // Bytes of every leaf (what the dict stores; its quota counts this).
+  int64_t StoredBytes() const;
+
   // The block layout of a leaf with this record in this dict.
   absl::StatusOr<BlockLayout> Layout(const LeafRecord& record) const;
 
@@ -67,6 +70,10 @@ struct DictSchema {
   // encoded path.
   std::vector<LeafPath> Keys(bool include_nested, bool leaves_only) const;
 };
+
+// Bytes of a leaf with this record (0 if its shape overflows, which a
+// stored record never does).
+int64_t RecordBytes(const LeafRecord& record);
 
 // Meta hash fields (docs/storage-layout.md).
 inline constexpr char kMetaFormat[] = "format";

@@ -28,6 +28,16 @@ struct StoreOptions {
   // Checked before creating, so concurrent creates may overshoot by the
   // number racing (a quota against runaway scripts, not an exact count).
   int64_t max_dicts = 100000;
+  // Quotas on stored bytes (0: none). A dict may hold at most
+  // dict_quota_bytes of leaves; the namespace at most namespace_quota_bytes
+  // of generations (committed, being written, or replaced and not yet
+  // deleted). Checked before anything is written (dict_store.h, *Quotas*).
+  int64_t dict_quota_bytes = 0;
+  int64_t namespace_quota_bytes = 0;
+  // Bytes tdstored may buffer for all calls together (memory_budget.h), and
+  // how long a call waits for its share before RESOURCE_EXHAUSTED.
+  int64_t memory_budget_bytes = int64_t{2} << 30;
+  std::chrono::milliseconds memory_budget_wait{10000};
   // Durability: with write_replicas > 0 every write (data and commit) waits
   // for that many replicas to acknowledge it (Redis WAIT) and fails
   // UNAVAILABLE if they do not within write_replicas_timeout.

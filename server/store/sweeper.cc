@@ -74,6 +74,11 @@ absl::Status Sweeper::SweepDict(const std::string& id, int64_t now_ms, int* remo
     auto dropped = store_->redis().Eval(GetScripts().claim_pending, {pending_key},
                                         {gen_text, leased, ""});
     if (!dropped.ok()) return dropped.status();
+    // The entry is gone for good only if it still held our lease: then
+    // this pass, and no other, returns the generation's bytes.
+    if (dropped->is_integer() && dropped->integer() == 1) {
+      store_->ReleaseBytes(RecordBytes(record->leaf));
+    }
     ++*removed;
   }
   return absl::OkStatus();

@@ -16,8 +16,11 @@ class SharedDaemon : public ::testing::Environment {
     redis_ = MakeTestRedis();
     absl::Status redis_started = redis_->Start();
     ASSERT_TRUE(redis_started.ok()) << redis_started;
+    // A namespace quota far above what the tests store, so that a request
+    // for tens of GiB (the soak's oversized ones) is refused.
     absl::Status started = daemon_.Start({"--redis", redis_->url(), "--namespace", "e2e",
-                                          "--unix-socket", daemon_.dir() + "/td.sock"});
+                                          "--unix-socket", daemon_.dir() + "/td.sock",
+                                          "--namespace-quota-bytes", "8589934592"});
     ASSERT_TRUE(started.ok()) << started;
     ASSERT_EQ(daemon_.addresses().size(), 2u) << "expected a TCP and a unix address";
   }
@@ -45,6 +48,14 @@ SharedDaemon* const shared = static_cast<SharedDaemon*>(
 const std::string& DaemonAddress() { return shared->daemon().address(); }
 const std::string& DaemonUnixAddress() { return shared->daemon().addresses().at(1); }
 TestRedis& SharedRedis() { return shared->redis(); }
+
+std::map<std::string, std::string> NamespaceSnapshot(const std::string& ns) {
+  std::map<std::string, std::string> out;
+  for (const std::string& key : SharedRedis().Keys(ns + ":*")) {
+    out[key] = SharedRedis().Command({"DUMP", key}).at(0);
+  }
+  return out;
+}
 
 std::string UniqueDictName() {
   static std::atomic<int> counter{0};

@@ -8,6 +8,7 @@
 #ifndef TDSTORE_TESTS_E2E_E2E_ENV_H_
 #define TDSTORE_TESTS_E2E_E2E_ENV_H_
 
+#include <map>
 #include <string>
 
 #include "tests/support/daemon_process.h"
@@ -21,6 +22,10 @@ const std::string& DaemonAddress();
 const std::string& DaemonUnixAddress();
 // The shared daemon's Redis: standalone or cluster (TDSTORE_TEST_BACKEND).
 TestRedis& SharedRedis();
+
+// Every Redis key of a namespace of SharedRedis() with its DUMP: equal
+// snapshots mean byte-for-byte equal state (a refused call wrote nothing).
+std::map<std::string, std::string> NamespaceSnapshot(const std::string& ns);
 
 // A dict name no other test uses: "<suite>.<test>.<n>", valid for tdstore.
 std::string UniqueDictName();

@@ -25,16 +25,6 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// Every Redis key of a namespace with its DUMP: equal snapshots mean
-// byte-for-byte equal state.
-std::map<std::string, std::string> Snapshot(const std::string& ns) {
-  std::map<std::string, std::string> out;
-  for (const std::string& key : SharedRedis().Keys(ns + ":*")) {
-    out[key] = SharedRedis().Command({"DUMP", key}).at(0);
-  }
-  return out;
-}
-
 // Waits (up to 5 s) for a namespace to hold exactly the keys of `want`: a
 // stream cancelled by the server is rolled back by its handler just after
 // the client sees the cancellation. (Key names, not values: a write that
@@ -87,15 +77,15 @@ DaemonProcess* E2eLimits::daemon_ = nullptr;
 TEST_F(E2eLimits, BytesPerCall) {
   Client client = NewClient();
   Dict td = client.create("bytes", {1000});
-  const auto before = Snapshot(kNs);
+  const auto before = NamespaceSnapshot(kNs);
   // 1000 x 250 float32 = 1,000,000 bytes: exactly the limit, allowed.
   td.set("ok", at::rand({1000, 250}));
   // One byte per row more is refused, and nothing is written.
-  const auto with_ok = Snapshot(kNs);
+  const auto with_ok = NamespaceSnapshot(kNs);
   Error e = ErrorOf([&] { td.set("big", at::zeros({1000, 251})); });
   EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
   EXPECT_TRUE(Contains(e.message(), "--max-call-bytes")) << e.what();
-  EXPECT_EQ(Snapshot(kNs), with_ok);
+  EXPECT_EQ(NamespaceSnapshot(kNs), with_ok);
   EXPECT_NE(before, with_ok);
   // A read of two leaves that together pass the limit is refused whole.
   td.set("ok2", at::rand({1000, 10}));
@@ -108,7 +98,7 @@ TEST_F(E2eLimits, IndexLength) {
   Client client = NewClient();
   Dict td = client.create("index", {1000});
   td.set("x", at::arange(1000));
-  const auto before = Snapshot(kNs);
+  const auto before = NamespaceSnapshot(kNs);
   EXPECT_EQ(td.index(Index(at::arange(100))).at("x").numel(), 100);
   Error e = ErrorOf([&] { td.index(Index(at::arange(101))); });
   EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
@@ -118,13 +108,13 @@ TEST_F(E2eLimits, IndexLength) {
   // A mask counts its length.
   e = ErrorOf([&] { td.index(Index(at::ones({1000}, at::kBool))); });
   EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
-  EXPECT_EQ(Snapshot(kNs), before);
+  EXPECT_EQ(NamespaceSnapshot(kNs), before);
 }
 
 TEST_F(E2eLimits, LeavesPerCall) {
   Client client = NewClient();
   Dict td = client.create("leaves", {2});
-  const auto before = Snapshot(kNs);
+  const auto before = NamespaceSnapshot(kNs);
   std::map<Key, at::Tensor> four;
   for (const char* name : {"a", "b", "c", "d"}) four[Key(name)] = at::zeros({2});
   Error e = ErrorOf([&] { td.update(four); });
@@ -134,7 +124,7 @@ TEST_F(E2eLimits, LeavesPerCall) {
   for (const char* name : {"a", "b", "c", "d"}) schema.push_back({Key(name), at::kFloat, {}});
   e = ErrorOf([&] { client.create("schema4", {2}, schema); });
   EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
-  EXPECT_EQ(Snapshot(kNs), before);
+  EXPECT_EQ(NamespaceSnapshot(kNs), before);
   four.erase(Key("d"));
   td.update(four);  // three is fine
   e = ErrorOf([&] { td.get_many({Key("a"), Key("b"), Key("c"), Key("a")}); });
@@ -143,20 +133,20 @@ TEST_F(E2eLimits, LeavesPerCall) {
 
 TEST_F(E2eLimits, NameAndPathLengths) {
   Client client = NewClient();
-  const auto before = Snapshot(kNs);
+  const auto before = NamespaceSnapshot(kNs);
   Error e = ErrorOf([&] { client.create("seventeen-chars-x", {2}); });
   EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.what();
   EXPECT_TRUE(Contains(e.message(), "--max-name-bytes")) << e.what();
   Dict td = client.create("paths", {2});
-  const auto with_dict = Snapshot(kNs);
+  const auto with_dict = NamespaceSnapshot(kNs);
   // "abcdefghij/klmnopqrst" is 21 bytes written a/b.
   e = ErrorOf([&] { td.set({"abcdefghij", "klmnopqrst"}, at::zeros({2})); });
   EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.what();
   EXPECT_TRUE(Contains(e.message(), "--max-path-bytes")) << e.what();
   e = ErrorOf([&] { td.get({"abcdefghij", "klmnopqrst"}); });
   EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.what();
-  EXPECT_EQ(Snapshot(kNs), with_dict);
-  EXPECT_NE(Snapshot(kNs), before);
+  EXPECT_EQ(NamespaceSnapshot(kNs), with_dict);
+  EXPECT_NE(NamespaceSnapshot(kNs), before);
   td.set({"abcdefghi", "klmnopqrst"}, at::zeros({2}));  // 20 bytes: fine
 }
 
@@ -188,7 +178,7 @@ struct StalledWriter {
 TEST_F(E2eLimits, StalledWritersAreCancelledAndDoNotBlockOthers) {
   Client client = NewClient();
   Dict td = client.create("stall", {4});
-  const auto before = Snapshot(kNs);
+  const auto before = NamespaceSnapshot(kNs);
   auto stub = v1::TdStore::NewStub(
       grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
   const auto t0 = std::chrono::steady_clock::now();

@@ -104,16 +104,6 @@ int RunToCompletion(std::vector<std::string> argv, const std::string& log) {
 }
 
 
-// Every Redis key of a namespace with its DUMP: equal snapshots mean
-// byte-for-byte equal state (catalog, metadata and data).
-std::map<std::string, std::string> Snapshot(const std::string& ns) {
-  std::map<std::string, std::string> out;
-  for (const std::string& key : SharedRedis().Keys(ns + ":*")) {
-    out[key] = SharedRedis().Command({"DUMP", key}).at(0);
-  }
-  return out;
-}
-
 // Options for the suite's clients: a token, and no retries, so that a
 // failure (UNAVAILABLE above all) shows at once instead of after 30 s.
 ClientOptions WithToken(const std::string& token) {
@@ -296,7 +286,7 @@ TEST_F(SecurityTest, NoTokenIsUnauthenticated) {
   Client admin(tokens_daemon().address(), WithToken(kAdminToken));
   const std::string name = "team-a/" + UniqueDictName();
   admin.create(name, {2}).set("x", at::ones({2}));
-  const auto before = Snapshot(kTokensNs);
+  const auto before = NamespaceSnapshot(kTokensNs);
   ASSERT_FALSE(before.empty());
 
   // Over TCP and over the unix socket alike: the socket is no side door.
@@ -312,14 +302,14 @@ TEST_F(SecurityTest, NoTokenIsUnauthenticated) {
       EXPECT_EQ(e.message(), "this tdstored requires a token: send 'authorization: Bearer <token>'");
     }
   }
-  EXPECT_TRUE(Snapshot(kTokensNs) == before) << "a denied call changed Redis";
+  EXPECT_TRUE(NamespaceSnapshot(kTokensNs) == before) << "a denied call changed Redis";
 }
 
 TEST_F(SecurityTest, UnknownTokenIsUnauthenticated) {
   Client admin(tokens_daemon().address(), WithToken(kAdminToken));
   const std::string name = "team-a/" + UniqueDictName();
   admin.create(name, {2}).set("x", at::ones({2}));
-  const auto before = Snapshot(kTokensNs);
+  const auto before = NamespaceSnapshot(kTokensNs);
   ASSERT_FALSE(before.empty());
 
   // A token nobody has, and a known one short of its last character.
@@ -334,7 +324,7 @@ TEST_F(SecurityTest, UnknownTokenIsUnauthenticated) {
       EXPECT_EQ(e.message(), "unknown token");
     }
   }
-  EXPECT_TRUE(Snapshot(kTokensNs) == before) << "a denied call changed Redis";
+  EXPECT_TRUE(NamespaceSnapshot(kTokensNs) == before) << "a denied call changed Redis";
 }
 
 // What the client library never sends: a header that is not "Bearer <token>".
@@ -372,7 +362,7 @@ TEST_F(SecurityTest, DictOutsideTheTokensPrefixesIsPermissionDenied) {
   const std::string theirs = "team-b/" + UniqueDictName();
   admin.create(theirs, {2}).set("x", at::ones({2}));
   Client team_a(tokens_daemon().address(), WithToken(kTeamAToken));
-  const auto before = Snapshot(kTokensNs);
+  const auto before = NamespaceSnapshot(kTokensNs);
   ASSERT_FALSE(before.empty());
 
   struct Denied {
@@ -396,7 +386,7 @@ TEST_F(SecurityTest, DictOutsideTheTokensPrefixesIsPermissionDenied) {
               "this token may not access dict '" + d.dict + "' (outside its prefixes)")
         << d.what;
   }
-  EXPECT_TRUE(Snapshot(kTokensNs) == before) << "a denied call changed Redis";
+  EXPECT_TRUE(NamespaceSnapshot(kTokensNs) == before) << "a denied call changed Redis";
   EXPECT_TRUE(SameBytes(at::ones({2}), admin.open(theirs).get("x")));
 }
 
@@ -422,7 +412,7 @@ TEST_F(SecurityTest, ReadOnlyTokenReadsButCannotWrite) {
   EXPECT_TRUE(reader.server_info().redis_ok);
 
   // Every write is refused, and changes nothing.
-  const auto before = Snapshot(kTokensNs);
+  const auto before = NamespaceSnapshot(kTokensNs);
   ASSERT_FALSE(before.empty());
   const std::string other = "shared/" + UniqueDictName();
   struct Denied {
@@ -443,7 +433,7 @@ TEST_F(SecurityTest, ReadOnlyTokenReadsButCannotWrite) {
     EXPECT_EQ(e.message(), "this token is read-only: it may not change dict '" + d.dict + "'")
         << d.what;
   }
-  EXPECT_TRUE(Snapshot(kTokensNs) == before) << "a denied call changed Redis";
+  EXPECT_TRUE(NamespaceSnapshot(kTokensNs) == before) << "a denied call changed Redis";
   EXPECT_TRUE(SameBytes(x, td.get("x")));
 }
 
@@ -454,7 +444,7 @@ TEST_F(SecurityTest, RenameNeedsWriteAccessToBothNames) {
   const std::string theirs = "team-b/" + UniqueDictName();
   team_a.create(mine, {2}).set("x", at::ones({2}));
   admin.create(theirs, {2}).set("x", at::zeros({2}));
-  const auto before = Snapshot(kTokensNs);
+  const auto before = NamespaceSnapshot(kTokensNs);
   ASSERT_FALSE(before.empty());
 
   // Out of the token's prefixes, and into them from another team's.
@@ -465,7 +455,7 @@ TEST_F(SecurityTest, RenameNeedsWriteAccessToBothNames) {
   e = ErrorOf([&] { team_a.rename(theirs, "team-a/" + UniqueDictName()); });
   EXPECT_EQ(e.code(), StatusCode::kPermissionDenied) << e.what();
   EXPECT_EQ(e.message(), "this token may not access dict '" + theirs + "' (outside its prefixes)");
-  EXPECT_TRUE(Snapshot(kTokensNs) == before) << "a denied rename changed Redis";
+  EXPECT_TRUE(NamespaceSnapshot(kTokensNs) == before) << "a denied rename changed Redis";
 
   // Within the prefix it works.
   const std::string renamed = "team-a/" + UniqueDictName();

@@ -726,6 +726,34 @@ TEST(E2eSoak, MixedLoadLosesAndCorruptsNothing) {
   for (int k = 0; k < clients; ++k) {
     threads.emplace_back([&, k] { per_client[k] = load[k]->Run(deadline); });
   }
+  // Meanwhile, requests for 32 GiB of zeros (the shared daemon's namespace
+  // quota is 8 GiB): each must be refused with RESOURCE_EXHAUSTED, before
+  // it allocates anything, while the load above loses nothing.
+  std::map<std::string, int64_t> oversized;  // outcome -> count
+  const std::string big_name = soak.dict + ".big";
+  threads.emplace_back([&] {
+    ClientOptions options;
+    options.retry_for = std::chrono::milliseconds(0);
+    Client attacker(DaemonAddress(), options);
+    const int64_t rows = int64_t{1} << 33;  // float32: 32 GiB
+    Dict big = attacker.create(big_name, {rows});
+    for (int i = 0; Clock::now() < deadline; ++i) {
+      const std::string outcome = [&]() -> std::string {
+        try {
+          if (i % 2 == 0) {
+            attacker.create(big_name + ".schema", {rows}, {{Key("zeros"), at::kFloat, {}}});
+          } else {
+            big.set_index(Index{i}, "zeros", at::zeros({}));  // creates the leaf zero-filled
+          }
+          return "accepted";
+        } catch (const Error& e) {
+          return e.code() == StatusCode::kResourceExhausted ? "refused" : e.what();
+        }
+      }();
+      ++oversized[outcome];
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   for (std::thread& t : threads) t.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   Stats total;
@@ -792,6 +820,16 @@ TEST(E2eSoak, MixedLoadLosesAndCorruptsNothing) {
     EXPECT_GT(total.calls[kind], 0) << kind;
   }
   EXPECT_GT(total.rows_verified, 0);
+  // Every oversized request was refused, and left nothing.
+  EXPECT_GT(oversized["refused"], 0);
+  EXPECT_EQ(oversized.size(), 1u) << "an oversized request was not refused: "
+                                  << oversized.begin()->first;
+  std::cout << "  oversized requests refused: " << oversized["refused"] << "\n";
+  RecordProperty("oversized_refused", std::to_string(oversized["refused"]));
+  EXPECT_TRUE(admin.open(big_name).keys().empty());
+  const std::vector<std::string> names = admin.list();
+  EXPECT_EQ(std::count(names.begin(), names.end(), big_name + ".schema"), 0);
+  admin.drop(big_name);
   // Nothing leaked: replaced generations deleted, no write left pending.
   EXPECT_EQ(data_keys, ExpectedDataKeys(soak.leaves));
   EXPECT_EQ(pending, "0");

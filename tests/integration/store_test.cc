@@ -394,6 +394,62 @@ TEST_F(StoreTest, DeleteDictRemovesEveryKey) {
   EXPECT_EQ(after, expected);
 }
 
+// Quotas (dict_store.h): <ns>:used_bytes follows every generation through
+// commit, replacement, abort and deletion, and a write over a quota is
+// refused before Redis changes at all.
+TEST_F(StoreTest, UsedBytesFollowGenerationsAndQuotasRefuseBeforeWriting) {
+  StoreOptions options;
+  options.ns = ns_;
+  options.namespace_quota_bytes = 1000;
+  options.dict_quota_bytes = 600;
+  DictStore store(client_.get(), options);
+  auto used = [&] { return *store.NamespaceUsedBytes(); };
+  auto write = [&](const std::string& dict, const LeafPath& path, int64_t n) {
+    auto txn = WriteTxn::Begin(&store, dict);
+    if (!txn.ok()) return txn.status();
+    if (auto s = (*txn)->BeginLeaf(path, DType::kUInt8, {n}, n); !s.ok()) return s;
+    if (auto s = (*txn)->Append(RandomBytes(static_cast<size_t>(n), 7)); !s.ok()) return s;
+    return (*txn)->Commit().status();
+  };
+  ASSERT_TRUE(store.CreateDict("d", {}, 4, 64).ok());
+  ASSERT_TRUE(write("d", {"x"}, 300).ok());
+  EXPECT_EQ(used(), 300);
+  ASSERT_TRUE(write("d", {"x"}, 400).ok());  // replaced: the old 300 are returned
+  EXPECT_EQ(used(), 400);
+  {
+    auto txn = WriteTxn::Begin(&store, "d");
+    ASSERT_TRUE((*txn)->BeginLeaf({"y"}, DType::kUInt8, {100}, 100).ok());
+    EXPECT_EQ(used(), 500);  // reserved while written
+    ASSERT_TRUE((*txn)->Append(RandomBytes(50, 1)).ok());
+  }  // aborted
+  EXPECT_EQ(used(), 400);
+
+  const std::vector<std::string> before = Snapshot();
+  absl::Status s = write("d", {"y"}, 300);  // the dict would hold 700 > 600
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(std::string(s.message()).find("--dict-quota-bytes"), std::string::npos) << s;
+  EXPECT_EQ(Snapshot(), before);
+
+  ASSERT_TRUE(store.CreateDict("e", {}, 4, 64).ok());
+  ASSERT_TRUE(write("e", {"z"}, 500).ok());
+  EXPECT_EQ(used(), 900);
+  const std::vector<std::string> with_e = Snapshot();
+  s = write("d", {"w"}, 200);  // d may hold 600, but the namespace would hold 1100 > 1000
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(std::string(s.message()).find("--namespace-quota-bytes"), std::string::npos) << s;
+  EXPECT_EQ(Snapshot(), with_e);
+  auto created = store.CreateDict("f", {}, 4, 64, /*schema_bytes=*/200);
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Snapshot(), with_e);
+
+  ASSERT_TRUE(store.DeleteLeaves("d", {{"x"}}).ok());
+  EXPECT_EQ(used(), 500);
+  ASSERT_TRUE(store.DeleteDict("e").ok());
+  EXPECT_EQ(used(), 0);
+  ASSERT_TRUE(store.DeleteDict("d").ok());
+  EXPECT_EQ(used(), 0);
+}
+
 TEST_F(StoreTest, ZeroByteLeavesHaveNoBlocks) {
   ASSERT_TRUE(store_->CreateDict("d", {0}, 4, 16).ok());
   ASSERT_TRUE(Write("d", {{{"e"}, DType::kFloat32, {0, 5}, ""}}).ok());

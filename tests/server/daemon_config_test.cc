@@ -91,6 +91,34 @@ TEST(DaemonConfig, EveryLimitIsSettable) {
   EXPECT_EQ(c->store.max_indexed_bytes, 4096);
 }
 
+TEST(DaemonConfig, ProtectionSettingsAreFlagsVariablesAndFileLines) {
+  auto c = Parse({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->namespace_quota_auto);
+  EXPECT_EQ(c->store.dict_quota_bytes, 0);
+  EXPECT_EQ(c->redis_maxmemory_percent, 50);
+  EXPECT_EQ(c->redis_maxmemory_bytes, 0);
+  EXPECT_EQ(c->store.memory_budget_bytes, int64_t{2} << 30);
+  EXPECT_EQ(c->store.memory_budget_wait.count(), 10000);
+
+  TempFile file("namespace-quota-bytes = 5000\nmemory-budget-bytes = 7000\n");
+  c = Parse({"--config", file.path(), "--dict-quota-bytes", "300", "--redis-maxmemory", "25%"},
+            {{"TDSTORE_MEMORY_BUDGET_WAIT_MS", "0"}, {"TDSTORE_MEMORY_BUDGET_BYTES", "9000"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->namespace_quota_auto);
+  EXPECT_EQ(c->store.namespace_quota_bytes, 5000);
+  EXPECT_EQ(c->store.dict_quota_bytes, 300);
+  EXPECT_EQ(c->store.memory_budget_bytes, 9000);  // the variable beats the file
+  EXPECT_EQ(c->store.memory_budget_wait.count(), 0);
+  EXPECT_EQ(c->redis_maxmemory_percent, 25);
+
+  c = Parse({"--redis-maxmemory", "1073741824", "--namespace-quota-bytes", "0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->redis_maxmemory_bytes, 1073741824);
+  EXPECT_FALSE(c->namespace_quota_auto);
+  EXPECT_EQ(c->store.namespace_quota_bytes, 0);  // no quota
+}
+
 TEST(DaemonConfig, BadSettingsNameThemselves) {
   struct Case {
     std::vector<std::string> args;
@@ -111,6 +139,12 @@ TEST(DaemonConfig, BadSettingsNameThemselves) {
       {{"--listen", "none"}, {}, "nothing to listen on"},
       {{"--redis-password", "x"}, {}, "--redis-password"},  // environment only
       {{"--namespace"}, {}, "--namespace needs a value"},
+      {{"--namespace-quota-bytes", "-1"}, {}, "--namespace-quota-bytes"},
+      {{"--dict-quota-bytes", "some"}, {}, "--dict-quota-bytes"},
+      {{"--redis-maxmemory", "101%"}, {}, "--redis-maxmemory"},
+      {{"--redis-maxmemory", "1000"}, {}, "--redis-maxmemory"},
+      {{"--memory-budget-bytes", "0"}, {}, "--memory-budget-bytes"},
+      {{"--memory-budget-wait-ms", "-3"}, {}, "--memory-budget-wait-ms"},
   };
   for (const Case& c : cases) {
     auto parsed = Parse(c.args, c.env);

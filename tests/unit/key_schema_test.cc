@@ -22,6 +22,7 @@ TEST(KeySchemaTest, ExactKeys) {
   EXPECT_EQ(keys.ns(), "td");
   EXPECT_EQ(keys.Catalog(), "td:catalog");
   EXPECT_EQ(keys.DictIdCounter(), "td:next_dict_id");
+  EXPECT_EQ(keys.UsedBytes(), "td:used_bytes");
   EXPECT_EQ(keys.Meta("42"), "td:{42}:meta");
   EXPECT_EQ(keys.Leaves("42"), "td:{42}:leaves");
   EXPECT_EQ(keys.Pending("42"), "td:{42}:pending");
