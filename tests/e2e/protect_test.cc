@@ -182,7 +182,10 @@ TEST(E2eBudget, ConcurrentMaximalIndexedWritesStayUnderTheBudget) {
                   .Start({"--redis", SharedRedis().url(), "--namespace", "budget",
                           "--max-indexed-bytes", std::to_string(max_indexed),
                           "--memory-budget-bytes", std::to_string(budget),
-                          "--memory-budget-wait-ms", "120000", "--max-call-bytes",
+                          // Waiting for the budget is no progress on the
+                          // stream: keep the idle timeout above the wait.
+                          "--memory-budget-wait-ms", "120000", "--idle-stream-timeout-ms",
+                          "300000", "--max-call-bytes",
                           std::to_string(max_indexed)})
                   .ok())
       << daemon.LogTail();
