@@ -448,14 +448,14 @@ def splits(sides, iters):
     from tdstore._store import _nest, _to_tensordict
 
     td = sides.rep_tds
-    steps = {"convert_index": [], "native read (network + C++)": [], "_nest (frombuffer)": [],
+    steps = {"convert_index": [], "native read (network + C++)": [], "_nest (from_dlpack)": [],
              "_to_tensordict": [], "whole td[idx]": [], "native read only": [],
              "frombuffer x4": []}
     for idx in sides.samples[:iters]:
         t0 = time.perf_counter()
         conv = convert_index(idx, td._batch_size)
         t1 = time.perf_counter()
-        batch, leaves = td._dict.read(td._read_paths, conv.terms)
+        batch, leaves = td._dict.read(td._read_paths, conv.terms, dlpack=True)
         t2 = time.perf_counter()
         nested = _nest(leaves, len(td._prefix))
         t3 = time.perf_counter()
@@ -465,7 +465,7 @@ def splits(sides, iters):
             out = out[conv.post]
         steps["convert_index"].append(t1 - t0)
         steps["native read (network + C++)"].append(t2 - t1)
-        steps["_nest (frombuffer)"].append(t3 - t2)
+        steps["_nest (from_dlpack)"].append(t3 - t2)
         steps["_to_tensordict"].append(t4 - t3)
         t0 = time.perf_counter()
         td[idx]
