@@ -881,8 +881,12 @@ class TensorDictStore(TensorDictBase):
     def _set_at_path(self, rel, value, idx):
         """set_at_: one describe (the entries must exist; their dtypes) + one
         indexed write."""
-        path = self._prefix + rel
-        items = _flatten(value, path, [])
+        return self._write_existing_at(_flatten(value, self._prefix + rel, []), idx)
+
+    def _write_existing_at(self, items, idx):
+        """td[idx] = value for leaves that must exist already (KeyError naming
+        the first that does not): one describe, for their dtypes, and one
+        indexed write."""
         existing = self._describe_leaves()
         for p, _ in items:
             if p not in existing:
@@ -961,14 +965,7 @@ class TensorDictStore(TensorDictBase):
             items = [(p, t) for p, t in items if any(p[:len(w)] == w for w in wanted)]
         if not items:
             return self
-        existing = self._describe_leaves()
-        for p, _ in items:
-            if p not in existing:
-                raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
-                               f'{self.name!r}')
-        conv = convert_index(idx, self._batch_size)
-        self._indexed_write(items, conv.terms, {p: d for p, (d, _) in existing.items()})
-        return self
+        return self._write_existing_at(items, idx)
 
     def _fill_at(self, terms, value, rel):
         """Every leaf under ``rel`` set to ``value`` at ``terms``: describe + one
