@@ -933,14 +933,20 @@ class TensorDictStore(TensorDictBase):
         self._write(items)
         return self
 
-    def update_(self, input_dict_or_td, clone: bool = False, *, non_blocking: bool = False,
-                keys_to_update=None):
-        """In place: every entry must exist (KeyError), values are cast and
-        broadcast to it; describe + ONE write."""
+    def _items_to_update(self, input_dict_or_td, keys_to_update):
+        """The (path, tensor) leaves of an update_/update_at_ input, only those
+        under ``keys_to_update`` when it is given."""
         items = _flatten(input_dict_or_td, self._prefix, [])
         if keys_to_update is not None:
             wanted = [self._prefix + _unravel_key_to_tuple(k) for k in keys_to_update]
             items = [(p, t) for p, t in items if any(p[:len(w)] == w for w in wanted)]
+        return items
+
+    def update_(self, input_dict_or_td, clone: bool = False, *, non_blocking: bool = False,
+                keys_to_update=None):
+        """In place: every entry must exist (KeyError), values are cast and
+        broadcast to it; describe + ONE write."""
+        items = self._items_to_update(input_dict_or_td, keys_to_update)
         if not items:
             return self
         self._check_batch_dims(items)
@@ -959,10 +965,7 @@ class TensorDictStore(TensorDictBase):
                    non_blocking: bool = False, keys_to_update=None):
         """td[idx] = input for existing entries only (KeyError otherwise):
         describe + ONE indexed write."""
-        items = _flatten(input_dict_or_td, self._prefix, [])
-        if keys_to_update is not None:
-            wanted = [self._prefix + _unravel_key_to_tuple(k) for k in keys_to_update]
-            items = [(p, t) for p, t in items if any(p[:len(w)] == w for w in wanted)]
+        items = self._items_to_update(input_dict_or_td, keys_to_update)
         if not items:
             return self
         return self._write_existing_at(items, idx)
