@@ -149,16 +149,19 @@ class Env:
         self.daemon_pid = 0
         self.tcp_addr = ""
         self.unix_addr = ""
-
-    @property
-    def redis_url(self) -> str:
-        return f"redis://127.0.0.1:{self.redis_port}"
+        self.redis_url = ""
+        self.nodes = []  # redis-py clients of every Redis node (settle() visits each)
 
     @property
     def addr(self) -> str:
         return self.unix_addr if self.args.unix else self.tcp_addr
 
     def start(self):
+        self.start_redis()
+        self.start_daemon()
+
+    def start_redis(self):
+        """One redis-server; sets redis_url (tdstored's --redis), r and nodes."""
         import redis
 
         self.redis_port = free_port()
@@ -178,6 +181,11 @@ class Env:
                 if time.time() > deadline or self.redis_proc.poll() is not None:
                     raise RuntimeError("redis-server did not start")
                 time.sleep(0.05)
+        self.redis_url = f"redis://127.0.0.1:{self.redis_port}"
+        self.nodes = [self.r]
+
+    def start_daemon(self):
+        """tdstored over redis_url, on loopback TCP and a unix socket."""
         ready = os.path.join(self.dir, "ready")
         self.daemon_proc = subprocess.Popen(
             [self.args.tdstored, "--listen", "127.0.0.1:0", "--redis", self.redis_url,
@@ -215,35 +223,50 @@ class Env:
         """As scenario_bulk.cc: Redis has freed what earlier calls deleted, and
         has given freed memory back (no side inherits the other's page faults)."""
         deadline = time.time() + 60
-        while int(self.r.info("memory").get("lazyfree_pending_objects", 0)) > 0:
-            if time.time() > deadline:
-                break
-            time.sleep(0.005)
-        self.r.execute_command("MEMORY", "PURGE")
+        for node in self.nodes:
+            while int(node.info("memory").get("lazyfree_pending_objects", 0)) > 0:
+                if time.time() > deadline:
+                    break
+                time.sleep(0.005)
+            node.execute_command("MEMORY", "PURGE")
 
 
 # ---- the C++ client -----------------------------------------------------------
 
-def run_cpp(env, sizes, out_runs):
+def tdstore_bench(env, scenarios, bench=None, errors=None):
+    """One ``tdstore-bench --addr`` run (``--repeats 1``) against env's tdstored
+    and Redis; returns its JSON rows keyed by (scenario, metric). With a dict
+    ``errors``, a run where some rows failed still returns the others, and
+    errors[scenario] says why each failed one did."""
     js = os.path.join(env.dir, "cpp.json")
-    label = f"{sizes['bulk_bytes'] >> 20}MiB"
-    cmd = [env.args.cpp_bench, "--addr", env.addr, "--redis", env.redis_url,
-           "--daemon-pid", str(env.daemon_pid),
-           "--scenario", f"b.put_{label}", "--scenario", f"b.get_{label}",
-           "--scenario", "c.sample256", "--repeats", "1", "--json", js]
+    cmd = [bench or env.args.cpp_bench, "--addr", env.addr, "--redis", env.redis_url,
+           "--daemon-pid", str(env.daemon_pid), "--repeats", "1", "--json", js]
+    for s in scenarios:
+        cmd += ["--scenario", s]
     if env.args.quick:
         cmd.append("--quick")
-    t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0 or not os.path.exists(js):
+    partial = p.returncode == 1 and errors is not None  # 1: some scenario failed
+    if (p.returncode != 0 and not partial) or not os.path.exists(js):
         log(p.stdout[-3000:], p.stderr[-3000:])
         raise RuntimeError(f"tdstore-bench failed ({p.returncode})")
-    data = json.load(open(js))
+    with open(js) as f:
+        data = json.load(f)
     os.remove(js)
-    got = {}
+    rows = {}
     for r in data["results"]:
-        key = (r["scenario"], r["metric"])
-        got[key] = r
+        if r.get("error"):
+            errors[r["scenario"]] = r["error"]
+            log(f"  tdstore-bench: {r['scenario']} failed: {r['error']}")
+        else:
+            rows[(r["scenario"], r["metric"])] = r
+    return rows
+
+
+def run_cpp(env, sizes, out_runs):
+    label = f"{sizes['bulk_bytes'] >> 20}MiB"
+    t0 = time.time()
+    got = tdstore_bench(env, [f"b.put_{label}", f"b.get_{label}", "c.sample256"])
     run = {
         "put": got[(f"b.put_{label}", "GB/s")]["tdstore"],
         "get": got[(f"b.get_{label}", "GB/s")]["tdstore"],
@@ -480,14 +503,14 @@ def splits(sides, iters):
     return {k: statistics.median(v) * 1e6 for k, v in steps.items()}
 
 
-def profile_calls(fn, n, top=14) -> str:
+def profile_calls(fn, n, top=14, sort="tottime") -> str:
     pr = cProfile.Profile()
     pr.enable()
     for i in range(n):
         fn(i)
     pr.disable()
     s = io.StringIO()
-    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(top)
+    pstats.Stats(pr, stream=s).sort_stats(sort).print_stats(top)
     return s.getvalue()
 
 
