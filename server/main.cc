@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "common/protocol_limits.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -187,7 +188,8 @@ int Run(int argc, char** argv) {
   store::DictStore store(&redis_client, config->store);
   store::Sweeper sweeper(&store, metrics_owner.get());
   sweeper.Start(config->sweep_interval);
-  service::TdStoreService service(&store, &redis_client, std::move(service_options));
+  store::Store store_facade(&store);
+  service::TdStoreService service(&store_facade, std::move(service_options));
 
   // --- gRPC ---------------------------------------------------------------
   // TLS when a certificate is given; the unix socket gets the same
@@ -218,8 +220,8 @@ int Run(int argc, char** argv) {
     builder.AddListeningPort("unix:" + config->unix_socket, credentials);
   }
   // Data moves in chunks of <= 1 MiB; no message needs more than 4 MiB.
-  builder.SetMaxReceiveMessageSize(4 << 20);
-  builder.SetMaxSendMessageSize(4 << 20);
+  builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxReceiveMessageBytes);
   builder.RegisterService(&service);
   // Per-call metrics and the debug call log, outside the handlers.
   if (metrics_owner != nullptr || LogEnabled(LogLevel::kDebug)) {

@@ -1,8 +1,9 @@
 -- Renames a dict in the catalog atomically.
--- KEYS[1] catalog hash. ARGV[1] old name, ARGV[2] new name.
+-- KEYS[1] catalog hash. ARGV[1] old name, ARGV[2] new name, ARGV[3] the
+-- id the old name must still mean ('' for any).
 -- Returns the dict id. Errors: TDNOTFOUND, TDEXISTS.
 local id = redis.call('HGET', KEYS[1], ARGV[1])
-if not id then
+if not id or (ARGV[3] ~= '' and id ~= ARGV[3]) then
   return redis.error_reply('TDNOTFOUND ' .. ARGV[1])
 end
 if ARGV[1] == ARGV[2] then

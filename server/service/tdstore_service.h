@@ -23,24 +23,21 @@
 #ifndef TDSTORE_SERVER_SERVICE_TDSTORE_SERVICE_H_
 #define TDSTORE_SERVER_SERVICE_TDSTORE_SERVICE_H_
 
-#include <vector>
-
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
-#include "common/path.h"
 #include "server/service/access_control.h"
+#include "server/service/leaf_streams.h"
 #include "server/service/service_limits.h"
 #include "server/service/stream_guard.h"
-#include "server/store/dict_store.h"
+#include "server/store/store.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
 namespace tdstore::service {
-
-// Largest data chunk accepted or sent: the protocol's 1 MiB.
-inline constexpr int64_t kMaxChunkBytes = 1 << 20;
 
 struct ServiceOptions {
   ServiceLimits limits;
@@ -50,10 +47,8 @@ struct ServiceOptions {
 
 class TdStoreService final : public v1::TdStore::Service {
  public:
-  // `store` and `redis` must outlive the service. `redis` only answers
-  // GetServerInfo (the service never talks to Redis directly otherwise).
-  TdStoreService(store::DictStore* store, redis::RedisClient* redis,
-                 ServiceOptions options = {});
+  // `store` must outlive the service: its one door to storage.
+  explicit TdStoreService(store::Store* store, ServiceOptions options = {});
 
   // Swaps in new token grants (tdstored reloads --tokens-file on SIGHUP).
   // Calls admitted before keep the grants they were admitted with; every
@@ -96,24 +91,38 @@ class TdStoreService final : public v1::TdStore::Service {
                       v1::ExistsResponse* resp) override;
 
  private:
-  // The indexed forms of ReadLeaves and WriteLeaves (request has an index).
-  grpc::Status ReadIndexed(grpc::ServerContext* ctx, const v1::ReadLeavesRequest* req,
-                           const std::vector<LeafPath>& paths,
-                           grpc::ServerWriter<v1::ReadChunk>* writer, StreamGuard::Lease& lease);
-  grpc::Status WriteIndexed(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
-                            const v1::WriteBegin& begin, v1::WriteLeavesResponse* resp,
-                            StreamGuard::Lease& lease);
-  // The whole-leaf form of WriteLeaves, after WriteBegin.
-  absl::Status WriteWhole(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
-                          const v1::WriteBegin& begin, v1::WriteLeavesResponse* resp,
-                          StreamGuard::Lease& lease);
+  // The forms of WriteLeaves after its WriteBegin: whole leaves, or
+  // td[index] = values.
+  absl::Status WriteWhole(WriteStream& stream, const v1::WriteBegin& begin,
+                          v1::WriteLeavesResponse* resp);
+  // `*attempted` is set once the store is asked to write: a failure after
+  // it may have written some blocks, one before it wrote nothing.
+  absl::Status WriteIndexed(WriteStream& stream, const v1::WriteBegin& begin,
+                            v1::WriteLeavesResponse* resp, bool* attempted);
+  // The forms of ReadLeaves.
+  absl::Status ReadWhole(const v1::ReadLeavesRequest& req, const std::vector<LeafPath>& paths,
+                         ReadStream& stream);
+  absl::Status ReadIndexed(const v1::ReadLeavesRequest& req, const std::vector<LeafPath>& paths,
+                           ReadStream& stream);
 
-  // Authenticates the caller (UNAUTHENTICATED) and checks it may do
-  // `access` on dict `name` (PERMISSION_DENIED).
-  grpc::Status Admit(const grpc::ServerContext& ctx, std::string_view name, Access access) const;
+  class ReadSink;  // a whole-leaf read's store::LeafSink
 
-  store::DictStore* const store_;
-  redis::RedisClient* const redis_;
+  // What a handler is admitted for: the dict it names (empty: none, the
+  // handler checks names itself) and what it does to it.
+  struct Admission {
+    std::string_view dict;
+    Access access = Access::kRead;
+  };
+  // The prologue every handler shares, then `body`: counts the call in
+  // flight (refusing it with UNAVAILABLE while draining), authenticates the
+  // caller (UNAUTHENTICATED) and, for a named dict, checks the name and the
+  // caller's right (PERMISSION_DENIED). `body` gets the caller's grant.
+  grpc::Status Serve(grpc::ServerContext* ctx, const Admission& admission,
+                     const std::function<grpc::Status(const Grant* grant)>& body);
+  // Name and right checks of Serve, for names a handler learns later.
+  grpc::Status Admit(const Grant* grant, std::string_view name, Access access) const;
+
+  store::Store* const store_;
   // Counts a handler in flight for its lifetime; refused() once draining.
   class CallScope {
    public:

@@ -202,6 +202,74 @@ absl::StatusOr<DictSchema> DictStore::LoadDict(std::string_view name) const {
   return schema;
 }
 
+absl::Status DictStore::NotFound(const DictRef& ref) const {
+  if (ref.id.empty()) return NotFoundDict(ref.name);
+  return absl::NotFoundError(StrCat("dict '", ref.name, "' (id ", ref.id,
+                                    ") does not exist: it was deleted, renamed or replaced by "
+                                    "a namesake since it was opened"));
+}
+
+absl::StatusOr<DictSchema> DictStore::Load(const DictRef& ref) const {
+  if (ref.id.empty()) {
+    auto schema = LoadDict(ref.name);
+    if (schema.ok()) cache_.Put(*schema);
+    return schema;
+  }
+  if (auto s = CheckName(ref.name); !s.ok()) return s;
+  const std::string id(ref.id);
+  auto schema = LoadDictById(id);
+  if (absl::IsNotFound(schema.status()) || (schema.ok() && schema->meta.deleting)) {
+    cache_.Forget(id);
+    return NotFound(ref);
+  }
+  if (!schema.ok()) return schema.status();
+  if (schema->meta.name != ref.name) {
+    // A rename sets the catalog first and the meta's name after: the
+    // catalog decides, and a lagging meta name is brought in step (the
+    // probe compares against it).
+    auto current = LookupId(ref.name);
+    if (!current.ok() && !absl::IsNotFound(current.status())) return current.status();
+    if (!current.ok() || *current != id) return NotFound(ref);
+    (void)redis_->Eval(GetScripts().set_meta_name, {keys_.Meta(id)}, {ref.name});
+    schema->meta.name = std::string(ref.name);
+  }
+  cache_.Put(*schema);
+  return schema;
+}
+
+std::shared_ptr<const DictSchema> DictStore::Cached(const DictRef& ref) const {
+  if (ref.id.empty()) return nullptr;
+  auto schema = cache_.Get(ref.id);
+  // A cached schema under another name cannot pass the probe anyway.
+  if (schema != nullptr && schema->meta.name != ref.name) return nullptr;
+  return schema;
+}
+
+namespace {
+
+// Failures that a schema newer than the cached one could turn into success.
+bool NewerSchemaMayHelp(const absl::Status& status) {
+  return IsStale(status) || absl::IsNotFound(status) || absl::IsInvalidArgument(status) ||
+         absl::IsOutOfRange(status) || absl::IsFailedPrecondition(status);
+}
+
+}  // namespace
+
+absl::Status DictStore::WithSchema(
+    const DictRef& ref,
+    const std::function<absl::Status(const DictSchema& schema, bool probe)>& attempt) const {
+  if (std::shared_ptr<const DictSchema> cached = Cached(ref); cached != nullptr) {
+    absl::Status status = attempt(*cached, /*probe=*/true);
+    if (!NewerSchemaMayHelp(status)) return status;
+  }
+  for (int fresh_try = 0;; ++fresh_try) {
+    auto schema = Load(ref);
+    if (!schema.ok()) return schema.status();
+    absl::Status status = attempt(*schema, /*probe=*/false);
+    if (!IsStale(status) || fresh_try == 1) return status;
+  }
+}
+
 absl::StatusOr<std::vector<std::string>> DictStore::ListDicts() {
   const std::string catalog = keys_.Catalog();
   auto reply = redis_->Call(catalog, {"HKEYS", catalog});
@@ -240,16 +308,20 @@ absl::StatusOr<std::vector<std::string>> DictStore::ListDeletingIds() {
   return ids;
 }
 
-absl::Status DictStore::DeleteDict(std::string_view name) {
-  auto id = LookupId(name);
+absl::Status DictStore::DeleteDict(const DictRef& ref) {
+  const std::string_view name = ref.name;
+  absl::StatusOr<std::string> id = std::string(ref.id);
+  if (ref.id.empty()) id = LookupId(name);
   if (!id.ok()) return id.status();
+  if (auto s = CheckName(name); !s.ok()) return s;
+  cache_.Forget(*id);
   // 1. Unpublish, only if the name still means this id (a rename and a new
   //    create in between must not be hit), recording the deletion.
   const std::string catalog = keys_.Catalog();
   auto unpublished = redis_->Eval(GetScripts().unpublish_dict, {catalog}, {name, *id});
   if (!unpublished.ok()) return unpublished.status();
   if (auto s = ReplyStatus(*unpublished, "unpublish dict"); !s.ok()) return s;
-  if (unpublished->integer() == 0) return NotFoundDict(name);
+  if (unpublished->integer() == 0) return NotFound(ref);
   // 2. Everything the dict owns; resumable by the sweeper from here on.
   return FinishDelete(*id);
 }
@@ -298,15 +370,16 @@ absl::Status DictStore::FinishDelete(const std::string& id) {
   return ReplyStatus(*done, "finish dict deletion");
 }
 
-absl::StatusOr<DictSchema> DictStore::RenameDict(std::string_view name,
+absl::StatusOr<DictSchema> DictStore::RenameDict(const DictRef& ref,
                                                  std::string_view new_name) {
+  const std::string_view name = ref.name;
   if (auto s = CheckName(name); !s.ok()) return s;
   if (auto s = CheckName(new_name); !s.ok()) return s;
   const std::string catalog = keys_.Catalog();
-  auto reply = redis_->Eval(GetScripts().rename_dict, {catalog}, {name, new_name});
+  auto reply = redis_->Eval(GetScripts().rename_dict, {catalog}, {name, new_name, ref.id});
   if (!reply.ok()) return reply.status();
   std::string_view tag = ErrorTag(*reply);
-  if (tag == "TDNOTFOUND") return NotFoundDict(name);
+  if (tag == "TDNOTFOUND") return NotFound(ref);
   if (tag == "TDEXISTS") {
     return absl::AlreadyExistsError(StrCat("dict '", new_name, "' already exists"));
   }
@@ -315,18 +388,20 @@ absl::StatusOr<DictSchema> DictStore::RenameDict(std::string_view name,
   // The meta's name is informational (the catalog is the truth); keep it in
   // step for people reading Redis.
   (void)redis_->Eval(GetScripts().set_meta_name, {keys_.Meta(id)}, {new_name});
-  return LoadDict(new_name);
+  cache_.Forget(id);
+  return Load({new_name, id});
 }
 
-absl::StatusOr<std::vector<LeafPath>> DictStore::DeleteLeaves(std::string_view name,
+absl::StatusOr<std::vector<LeafPath>> DictStore::DeleteLeaves(const DictRef& ref,
                                                                const std::vector<LeafPath>& paths) {
+  const std::string_view name = ref.name;
   if (paths.empty()) return absl::InvalidArgumentError("no paths to delete");
   std::vector<std::string> encoded;
   for (const LeafPath& p : paths) {
     if (auto s = ValidatePath(p); !s.ok()) return s;
     encoded.push_back(EncodePath(p));
   }
-  auto schema = LoadDict(name);
+  auto schema = Load(ref);
   if (!schema.ok()) return schema.status();
   const std::string meta_key = keys_.Meta(schema->meta.id);
   const std::string leaves_key = keys_.Leaves(schema->meta.id);
@@ -335,7 +410,7 @@ absl::StatusOr<std::vector<LeafPath>> DictStore::DeleteLeaves(std::string_view n
   auto reply =
       redis_->Eval(GetScripts().delete_leaves, {meta_key, leaves_key, pending_key}, args);
   if (!reply.ok()) return reply.status();
-  if (ErrorTag(*reply) == "TDNODICT") return NotFoundDict(name);
+  if (ErrorTag(*reply) == "TDNODICT") return NotFound(ref);
   if (ErrorTag(*reply) == "TDNOTFOUND") {
     std::string_view detail = ErrorDetail(*reply);
     auto path = DecodePath(detail);

@@ -33,6 +33,8 @@
 #ifndef TDSTORE_SERVER_STORE_DICT_STORE_H_
 #define TDSTORE_SERVER_STORE_DICT_STORE_H_
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +46,7 @@
 #include "server/redis/redis_client.h"
 #include "server/store/memory_budget.h"
 #include "server/store/schema.h"
+#include "server/store/schema_cache.h"
 #include "server/store/store_options.h"
 
 namespace tdstore::store {
@@ -94,6 +97,34 @@ class DictStore {
   // leaves pipelined). NOT_FOUND if there is no such dict.
   absl::StatusOr<DictSchema> LoadDict(std::string_view name) const;
 
+  // The current schema of the dict `ref` names, remembered in cache().
+  // By id: one round trip, then NOT_FOUND unless that dict still exists and
+  // is still named ref.name (the catalog decides when the meta's name,
+  // which is informational, disagrees). By name alone: as LoadDict.
+  absl::StatusOr<DictSchema> Load(const DictRef& ref) const;
+
+  // Schemas loaded before, for calls that prove them current in their own
+  // round trip (schema_cache.h). Only id refs are served from it.
+  std::shared_ptr<const DictSchema> Cached(const DictRef& ref) const;
+  // Runs `attempt` against the dict's current schema at the cost of no
+  // extra round trip when it can: first against the cached schema, with
+  // probe = true (the attempt must then start its pipeline with the probe
+  // and fail IsStale() when it fails, before acting on the schema). If that
+  // fails in a way a newer schema could explain (stale; a path, dtype or
+  // shape the cached schema does not have), the schema is loaded and the
+  // attempt made again with probe = false; one that goes stale then (a
+  // generation replaced mid-call) gets one more fresh try. So an attempt
+  // may run up to three times: it must not have acted on a failure it
+  // returns in those classes (or, for writes, acting again must be
+  // harmless).
+  absl::Status WithSchema(
+      const DictRef& ref,
+      const std::function<absl::Status(const DictSchema& schema, bool probe)>& attempt) const;
+
+  // Remembers a schema derived without reading it (e.g. after a commit
+  // whose reply says nothing else changed).
+  void Remember(const DictSchema& schema) const { cache_.Put(schema); }
+
   // Every dict name, sorted.
   absl::StatusOr<std::vector<std::string>> ListDicts();
 
@@ -101,8 +132,9 @@ class DictStore {
   // registry, pending writes and all data blocks. The deletion is recorded
   // in the catalog first, so one cut short (Redis failure, daemon killed) is
   // finished by the sweeper (FinishDelete). A catalog entry whose meta is
-  // missing is simply removed.
-  absl::Status DeleteDict(std::string_view name);
+  // missing is simply removed. With ref.id, only if the name still means
+  // that id (NOT_FOUND otherwise, nothing deleted).
+  absl::Status DeleteDict(const DictRef& ref);
 
   // Completes the deletion of dict `id` recorded by DeleteDict: marks its
   // meta deleting (writers stop), deletes every block of every committed and
@@ -113,13 +145,14 @@ class DictStore {
   // Ids whose deletion was recorded but not finished (for the sweeper).
   absl::StatusOr<std::vector<std::string>> ListDeletingIds();
 
-  // Renames atomically in the catalog. NOT_FOUND / ALREADY_EXISTS.
-  absl::StatusOr<DictSchema> RenameDict(std::string_view name, std::string_view new_name);
+  // Renames atomically in the catalog. NOT_FOUND / ALREADY_EXISTS. With
+  // ref.id, only if the name still means that id.
+  absl::StatusOr<DictSchema> RenameDict(const DictRef& ref, std::string_view new_name);
 
   // Removes leaves (each path a leaf or a nested prefix) and their blocks.
   // NOT_FOUND naming the first path that matches nothing; then nothing is
   // removed. Returns the removed leaves' paths, sorted.
-  absl::StatusOr<std::vector<LeafPath>> DeleteLeaves(std::string_view name,
+  absl::StatusOr<std::vector<LeafPath>> DeleteLeaves(const DictRef& ref,
                                                      const std::vector<LeafPath>& paths);
 
   // Deletes every key of one generation of one leaf (pipelined UNLINKs).
@@ -141,11 +174,13 @@ class DictStore {
  private:
   absl::StatusOr<std::string> LookupId(std::string_view name) const;
   absl::Status QuotaError(int64_t used, int64_t bytes, std::string_view what) const;
+  absl::Status NotFound(const DictRef& ref) const;
 
   redis::RedisClient* const redis_;
   const StoreOptions options_;
   const KeySchema keys_;
   mutable MemoryBudget budget_;
+  mutable SchemaCache cache_;
 };
 
 }  // namespace tdstore::store

@@ -32,9 +32,9 @@ int64_t IndexMemory(const plan::ResolvedIndex& resolved) {
 }
 
 // A write holds each selected byte up to four more times: expanded to the
-// indexed shape, copied into its block's script argument, formatted into
-// the Redis command, and appended to the connection's output buffer (which
-// hiredis grows by reallocating: old and new buffer at once). Measured with
+// indexed shape (only when the value broadcasts), formatted into the Redis
+// command, and appended to the connection's output buffer (which hiredis
+// grows by reallocating: old and new buffer at once). Checked with
 // E2eBudget.ConcurrentMaximalIndexedWritesStayUnderTheBudget.
 constexpr int64_t kWriteCopies = 4;
 constexpr int64_t kIndexAllowance = 1 << 20;
@@ -57,7 +57,12 @@ Shape StripLeadingOnes(Shape shape, size_t target_rank) {
 struct PlannedValue {
   const Leaf* leaf = nullptr;       // null: the leaf must be created first
   std::optional<ZeroLeaf> create;   // set when leaf is null
-  std::string expanded;             // C-order at the indexed shape
+  // The value at the indexed shape, C-order: the received bytes themselves
+  // when they need no broadcasting (no copy), else `expanded`.
+  std::string_view received;
+  std::string expanded;
+  bool broadcast = false;
+  std::string_view bytes() const { return broadcast ? std::string_view(expanded) : received; }
 };
 
 // Checks every value against `schema` and broadcasts it. Pure: no Redis.
@@ -76,10 +81,7 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
     const IndexedWriteValue& v = values[i];
     if (auto s = ValidatePath(v.path); !s.ok()) return s;
     for (size_t j = 0; j < i; ++j) {
-      if (IsPathPrefix(values[j].path, v.path) || IsPathPrefix(v.path, values[j].path)) {
-        return absl::InvalidArgumentError(StrCat("leaves ", Display(values[j].path), " and ",
-                                                 Display(v.path), " overlap in one write"));
-      }
+      if (auto s = CheckDisjoint(values[j].path, v.path); !s.ok()) return s;
     }
     if (!IsKnownDType(static_cast<int>(v.dtype))) {
       return absl::InvalidArgumentError(StrCat("leaf ", Display(v.path), ": unknown dtype"));
@@ -106,24 +108,14 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
       }
       element.assign(p.leaf->record.shape.begin() + batch.size(), p.leaf->record.shape.end());
     } else {
-      if (schema.Classify(v.path) == DictSchema::PathKind::kNode) {
-        return absl::FailedPreconditionError(
-            StrCat("cannot write leaf ", Display(v.path), ": it is a sub-dict"));
-      }
-      for (const auto& [_, existing] : schema.leaves) {
-        if (IsPathPrefix(existing.path, v.path)) {
-          return absl::FailedPreconditionError(StrCat("cannot write leaf ", Display(v.path),
-                                                      ": ", Display(existing.path),
-                                                      " is a leaf"));
-        }
-      }
+      if (auto s = CheckNesting(schema, v.path); !s.ok()) return s;
       // A new leaf's element shape is what the value has past the indexed
       // batch dims (as the Python seed infers it).
       const size_t rank = resolved.result_shape.size();
       if (v.shape.size() > rank) element.assign(v.shape.begin() + rank, v.shape.end());
       Shape full = batch;
       full.insert(full.end(), element.begin(), element.end());
-      if (auto s = ValidateShape(full, "new leaf shape"); !s.ok()) return s;
+      if (auto s = CheckNewLeaf(batch, v.path, v.dtype, full); !s.ok()) return s.status();
       p.create = ZeroLeaf{v.path, v.dtype, full};
     }
     Shape target = resolved.result_shape;
@@ -138,8 +130,13 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
         !s.ok()) {
       return s;
     }
-    auto expanded = plan::BroadcastBytes(v.bytes, StripLeadingOnes(v.shape, target.size()), target,
-                                   DTypeSize(v.dtype));
+    const Shape value_shape = StripLeadingOnes(v.shape, target.size());
+    if (value_shape == target) {
+      p.received = v.bytes;
+      planned.push_back(std::move(p));
+      continue;
+    }
+    auto expanded = plan::BroadcastBytes(v.bytes, value_shape, target, DTypeSize(v.dtype));
     if (!expanded.ok()) {
       return absl::InvalidArgumentError(StrCat("leaf ", Display(v.path), ": value of shape ",
                                                ShapeToString(v.shape),
@@ -147,6 +144,7 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
                                                ShapeToString(target)));
     }
     p.expanded = *std::move(expanded);
+    p.broadcast = true;
     planned.push_back(std::move(p));
   }
   return planned;
@@ -154,49 +152,47 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
 
 }  // namespace
 
-absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, std::string_view dict,
+absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, const DictRef& ref,
                                                     const plan::IndexSpec& index,
                                                     const std::vector<LeafPath>& paths) {
-  // One retry: a stale block means a leaf was replaced after we read the
-  // schema; the fresh schema names the new generation.
-  for (int attempt = 0;; ++attempt) {
-    auto schema = store.LoadDict(dict);
-    if (!schema.ok()) return schema.status();
-    auto resolved = plan::ResolveIndex(index, schema->meta.batch_shape, MaxCells(store.options()));
+  IndexedReadResult result;
+  absl::Status status = store.WithSchema(ref, [&](const DictSchema& schema, bool probe) {
+    auto resolved = plan::ResolveIndex(index, schema.meta.batch_shape, MaxCells(store.options()));
     if (!resolved.ok()) return resolved.status();
-    auto leaves = schema->Select(paths);
+    auto leaves = schema.Select(paths);
     if (!leaves.ok()) return leaves.status();
     int64_t total = 0;
     for (const Leaf* leaf : *leaves) {
-      total += CellBytes(*schema, leaf->record) * static_cast<int64_t>(resolved->cells.size());
+      total += CellBytes(schema, leaf->record) * static_cast<int64_t>(resolved->cells.size());
     }
     if (auto s = CheckSize(store.options().max_indexed_bytes, total); !s.ok()) return s;
-    auto lease = store.budget().Acquire(total + IndexMemory(*resolved),
+    // Every block's reply may be buffered before it is copied into place:
+    // the selection twice, while the call lasts.
+    auto lease = store.budget().Acquire(2 * total + IndexMemory(*resolved),
                                         "an indexed read's selection");
     if (!lease.ok()) return lease.status();
 
-    auto bytes = ReadIndexed(store, *schema, *resolved, *leaves);
-    if (IsStale(bytes.status()) && attempt == 0) continue;
+    auto bytes = ReadIndexed(store, schema, *resolved, *leaves, probe);
     if (!bytes.ok()) return bytes.status();
-
-    IndexedReadResult result;
-    // The index is done with; the selection stays leased until sent.
     result.lease = *std::move(lease);
     result.result_shape = resolved->result_shape;
+    result.leaves.clear();
     for (size_t i = 0; i < leaves->size(); ++i) {
       const Leaf* leaf = (*leaves)[i];
-      result.leaves.push_back({*leaf, IndexedShape(*schema, leaf->record, resolved->result_shape),
+      result.leaves.push_back({*leaf, IndexedShape(schema, leaf->record, resolved->result_shape),
                                std::move((*bytes)[i])});
     }
-    return result;
-  }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return result;
 }
 
 int64_t IndexedWriteLease(int64_t value_bytes, bool first_value) {
   return (1 + kWriteCopies) * value_bytes + (first_value ? kIndexAllowance : 0);
 }
 
-absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
+absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const DictRef& ref,
                                                      const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values) {
   MemoryBudget::Lease lease = store->budget().Empty();
@@ -205,62 +201,77 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::stri
   if (auto s = lease.Grow(IndexedWriteLease(value_bytes, true), "an indexed write"); !s.ok()) {
     return s;
   }
-  return WriteIndexedLeaves(store, dict, index, values, lease);
+  return WriteIndexedLeaves(store, ref, index, values, lease);
 }
 
-absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
+absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const DictRef& ref,
                                                      const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values,
                                                      MemoryBudget::Lease& lease) {
   if (values.empty()) return absl::InvalidArgumentError("an indexed write needs a value");
-  bool created = false;
-  for (int attempt = 0;; ++attempt) {
-    auto schema = store->LoadDict(dict);
-    if (!schema.ok()) return schema.status();
-    auto resolved = plan::ResolveIndex(index, schema->meta.batch_shape, MaxCells(store->options()));
+  std::vector<Leaf> written;
+  // Redone from a fresh schema when the probe finds the cached one stale:
+  // it only sets the selected cells to the given values (schema_cache.h).
+  absl::Status status = store->WithSchema(ref, [&](const DictSchema& given, bool probe) {
+    auto resolved = plan::ResolveIndex(index, given.meta.batch_shape, MaxCells(store->options()));
     if (!resolved.ok()) return resolved.status();
     auto planned =
-        PlanValues(*schema, *resolved, values, store->options().max_indexed_bytes, lease);
+        PlanValues(given, *resolved, values, store->options().max_indexed_bytes, lease);
     if (!planned.ok()) return planned.status();
 
-    // Missing leaves: create them zero-filled, then plan again against the
-    // schema that has them (someone may have created them differently).
+    // Missing leaves: create them zero-filled, then write into them. The
+    // plan stands; only the new leaves' records are needed, and the
+    // commit's reply gives them: if it moved the version just one step,
+    // nothing else changed, and the schema with them is known without
+    // reading it (and current, so no probe is needed after).
+    const DictSchema* schema = &given;
+    DictSchema with_created;
     std::vector<ZeroLeaf> missing;
     for (const PlannedValue& p : *planned) {
       if (p.create) missing.push_back(*p.create);
     }
     if (!missing.empty()) {
-      if (created) {
-        return absl::AbortedError("leaves keep disappearing during the indexed write; retry");
+      auto created = CreateZeroFilledLeaves(store, given, missing);
+      if (!created.ok()) return created.status();
+      if (created->version != given.meta.version + 1 ||
+          created->written.size() != missing.size()) {
+        return StaleError("the leaves of the dict (created by someone else meanwhile)");
       }
-      if (auto s = CreateZeroFilledLeaves(store, dict, missing); !s.ok()) return s;
-      created = true;
-      continue;
+      with_created = given;
+      with_created.meta.version = created->version;
+      for (const Leaf& leaf : created->written) {
+        with_created.leaves[EncodePath(leaf.path)] = leaf;
+      }
+      store->Remember(with_created);
+      schema = &with_created;
+      probe = false;
     }
 
     std::vector<IndexedValue> to_write;
-    for (const PlannedValue& p : *planned) to_write.push_back({p.leaf, p.expanded});
-    absl::Status status = WriteIndexed(*store, *schema, *resolved, to_write);
-    if (IsStale(status) && attempt < 2) continue;
-    if (!status.ok()) return status;
-    std::vector<Leaf> written;
-    for (const PlannedValue& p : *planned) written.push_back(*p.leaf);
-    return written;
-  }
+    written.clear();
+    for (size_t i = 0; i < planned->size(); ++i) {
+      const Leaf* leaf = schema->Find(values[i].path);
+      if (leaf == nullptr) return StaleError("a leaf just created");
+      to_write.push_back({leaf, (*planned)[i].bytes()});
+      written.push_back(*leaf);
+    }
+    return WriteIndexed(*store, *schema, *resolved, to_write, probe);
+  });
+  if (!status.ok()) return status;
+  return written;
 }
 
-absl::Status CreateZeroFilledLeaves(DictStore* store, std::string_view dict,
-                                    const std::vector<ZeroLeaf>& leaves) {
-  if (leaves.empty()) return absl::OkStatus();
-  auto txn = WriteTxn::Begin(store, dict);
-  if (!txn.ok()) return txn.status();
+absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const DictSchema& schema,
+                                                    const std::vector<ZeroLeaf>& leaves) {
+  if (leaves.empty()) return CommitResult{{}, schema.meta.version};
+  auto txn = WriteTxn::Begin(store, schema);
   for (const ZeroLeaf& z : leaves) {
     auto bytes = ByteSize(z.shape, DTypeSize(z.dtype));
     if (!bytes.ok()) return bytes.status();
-    if (auto s = (*txn)->BeginLeaf(z.path, z.dtype, z.shape, *bytes); !s.ok()) return s;
-    if (auto s = (*txn)->ZeroFill(); !s.ok()) return s;
+    if (auto s = txn->BeginLeaf(z.path, z.dtype, z.shape, *bytes); !s.ok()) return s;
+    if (auto s = txn->ZeroFill(); !s.ok()) return s;
   }
-  return (*txn)->Commit(CommitMode::kCreateMissing).status();
+  return txn->Commit(CommitMode::kCreateMissing);
 }
 
 }  // namespace tdstore::store

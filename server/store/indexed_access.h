@@ -1,7 +1,7 @@
 // Whole indexed requests: td[index] for a set of paths, and
 // td[index] = values for a set of leaves. Builds on indexed_io.h (which
 // moves the bytes) and adds validation, broadcasting, creating missing
-// leaves, and one retry after a stale schema.
+// leaves, and serving the schema from the cache (DictStore::WithSchema).
 //
 // A rejected request writes nothing: every check (index, paths, dtypes,
 // shapes, broadcasting) runs before the first byte goes to Redis.
@@ -33,6 +33,7 @@
 #include "common/path.h"
 #include "common/shape.h"
 #include "server/store/dict_store.h"
+#include "server/store/leaf_writer.h"
 
 namespace tdstore::store {
 
@@ -49,7 +50,7 @@ struct IndexedReadResult {
 };
 
 // td[index] for every leaf under `paths` (all leaves if empty).
-absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, std::string_view dict,
+absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, const DictRef& ref,
                                                     const plan::IndexSpec& index,
                                                     const std::vector<LeafPath>& paths);
 
@@ -67,12 +68,12 @@ struct IndexedWriteValue {
 // `lease` is the caller's share of store->budget(), holding what it leased
 // for `values` as they arrived; the write grows it to what it needs (see
 // IndexedWriteLease) before allocating.
-absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
+absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const DictRef& ref,
                                                      const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values,
                                                      MemoryBudget::Lease& lease);
 // The same, leasing everything itself.
-absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::string_view dict,
+absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const DictRef& ref,
                                                      const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values);
 
@@ -87,16 +88,17 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, std::stri
 // later.
 int64_t IndexedWriteLease(int64_t value_bytes, bool first_value);
 
-// Creates zero-filled leaves (path -> dtype and full shape) in one commit;
-// paths that exist by then are left alone. For indexed writes and for
-// dicts created with a schema.
+// Creates zero-filled leaves (path -> dtype and full shape) in one commit
+// into the dict `schema` describes; paths that exist by then are left alone
+// (and out of the result's `written`). For indexed writes and for dicts
+// created with a schema.
 struct ZeroLeaf {
   LeafPath path;
   DType dtype = DType::kUnspecified;
   Shape shape;  // full shape, batch dims first
 };
-absl::Status CreateZeroFilledLeaves(DictStore* store, std::string_view dict,
-                                    const std::vector<ZeroLeaf>& leaves);
+absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const DictSchema& schema,
+                                                    const std::vector<ZeroLeaf>& leaves);
 
 }  // namespace tdstore::store
 

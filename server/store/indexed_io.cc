@@ -5,7 +5,6 @@
 #include <map>
 #include <utility>
 
-#include "absl/strings/cord.h"
 #include "common/str_cat.h"
 #include "server/store/lua_scripts.h"
 #include "server/store/redis_errors.h"
@@ -14,13 +13,9 @@ namespace tdstore::store {
 
 namespace {
 
-constexpr char kStalePayload[] = "tdstore/stale";
-
-absl::Status StaleError(std::string_view key) {
-  absl::Status status = absl::AbortedError(
-      StrCat("stale: ", key, " is gone (the leaf was replaced or deleted meanwhile); retry"));
-  status.SetPayload(kStalePayload, absl::Cord("1"));
-  return status;
+// A block key that is gone: its leaf was replaced or deleted meanwhile.
+absl::Status StaleBlock(std::string_view key) {
+  return StaleError(StrCat("block ", key, " (its leaf was replaced or deleted)"));
 }
 
 // Everything one storage block contributes to a call: the part keys it
@@ -82,26 +77,33 @@ void FinishScriptCommand(BlockCommand& cmd, const redis::Script& script, std::st
   cmd.routing_key = cmd.keys.front();
 }
 
-// Sends every block's command on one pipeline, `depth` in flight, and hands
-// each reply to `on_reply` in block order. A NOSCRIPT reply (Redis restarted
-// or flushed its scripts) is redone through RedisClient::Eval, which loads
-// the script and retries.
-absl::Status RunBlocks(const DictStore& store, std::vector<BlockCommand>& commands,
-                       bool wait_replicas,
+// Sends the probe (if asked) and every block's command on one pipeline, all
+// at once, checks the probe's reply and hands each block's reply to
+// `on_reply` in block order. A NOSCRIPT reply (Redis restarted or flushed
+// its scripts) is redone through RedisClient::Eval, which loads the script
+// and retries.
+absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool probe,
+                       std::vector<BlockCommand>& commands, bool wait_replicas,
                        const std::function<absl::Status(size_t, const redis::Reply&)>& on_reply) {
-  if (commands.empty()) return absl::OkStatus();
-  const int depth = store.options().pipeline_depth;
+  if (commands.empty() && !probe) return absl::OkStatus();
+  const int depth = static_cast<int>(commands.size()) + 1;
   auto pipe = store.redis().NewPipeline(depth);
   if (!pipe.ok()) return pipe.status();
   const StoreOptions& o = store.options();
   const int replicas = wait_replicas ? o.write_replicas : 0;
   if (replicas > 0) (*pipe)->set_reissue_replicas(replicas, o.write_replicas_timeout);
-  size_t sent = 0;
+  if (probe) {
+    if (auto s = SendProbe(**pipe, store.keys(), schema); !s.ok()) return s;
+  }
+  for (const BlockCommand& c : commands) {
+    if (auto s = (*pipe)->Send(c.routing_key, c.argv); !s.ok()) return s;
+  }
+  if (probe) {
+    auto reply = (*pipe)->Receive();
+    if (!reply.ok()) return reply.status();
+    if (auto s = CheckProbe(*reply, schema, schema.meta.name); !s.ok()) return s;
+  }
   for (size_t received = 0; received < commands.size(); ++received) {
-    while (sent < commands.size() && (*pipe)->outstanding() < depth) {
-      const BlockCommand& c = commands[sent++];
-      if (auto s = (*pipe)->Send(c.routing_key, c.argv); !s.ok()) return s;
-    }
     auto reply = (*pipe)->Receive();
     if (!reply.ok()) return reply.status();
     const BlockCommand& c = commands[received];
@@ -110,7 +112,7 @@ absl::Status RunBlocks(const DictStore& store, std::vector<BlockCommand>& comman
                                         o.write_replicas_timeout);
       if (!reply.ok()) return reply.status();
     }
-    if (ErrorTag(*reply) == "TDSTALE") return StaleError(ErrorDetail(*reply));
+    if (ErrorTag(*reply) == "TDSTALE") return StaleBlock(ErrorDetail(*reply));
     if (auto s = ReplyStatus(*reply, "indexed block access"); !s.ok()) return s;
     if (auto s = on_reply(received, *reply); !s.ok()) return s;
   }
@@ -119,10 +121,6 @@ absl::Status RunBlocks(const DictStore& store, std::vector<BlockCommand>& comman
 }
 
 }  // namespace
-
-bool IsStale(const absl::Status& status) {
-  return status.GetPayload(kStalePayload).has_value();
-}
 
 int64_t CellBytes(const DictSchema& schema, const LeafRecord& record) {
   int64_t bytes = DTypeSize(record.dtype);
@@ -143,7 +141,8 @@ Shape IndexedShape(const DictSchema& schema, const LeafRecord& record,
 absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
                                                      const DictSchema& schema,
                                                      const plan::ResolvedIndex& index,
-                                                     const std::vector<const Leaf*>& leaves) {
+                                                     const std::vector<const Leaf*>& leaves,
+                                                     bool probe) {
   std::vector<std::string> out(leaves.size());
   const int64_t cells = static_cast<int64_t>(index.cells.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
@@ -177,11 +176,11 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
     FinishScriptCommand(cmd, GetScripts().read_runs, StrCat(work.keys.size()));
   }
 
-  auto status = RunBlocks(store, commands, false, [&](size_t i, const redis::Reply& reply) {
+  auto status = RunBlocks(store, schema, probe, commands, false, [&](size_t i, const redis::Reply& reply) {
     std::string_view bytes = reply.str();
     int64_t expected = 0;
     for (const BlockWork::Run& r : works[i]->runs) expected += r.length;
-    if (static_cast<int64_t>(bytes.size()) != expected) return StaleError(works[i]->keys[0]);
+    if (static_cast<int64_t>(bytes.size()) != expected) return StaleBlock(works[i]->keys[0]);
     int64_t at = 0;
     for (const BlockWork::Run& r : works[i]->runs) {
       std::memcpy(out[r.leaf].data() + r.result_offset, bytes.data() + at,
@@ -195,7 +194,8 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
 }
 
 absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
-                          const plan::ResolvedIndex& index, const std::vector<IndexedValue>& values) {
+                          const plan::ResolvedIndex& index, const std::vector<IndexedValue>& values,
+                          bool probe) {
   std::vector<const Leaf*> leaves;
   for (const IndexedValue& v : values) leaves.push_back(v.leaf);
   auto blocks = GroupByBlock(store, schema, index, leaves);
@@ -207,22 +207,19 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
   commands.reserve(blocks->size());
   for (const auto& [block, work] : *blocks) {
     BlockCommand& cmd = commands.emplace_back();
-    cmd.storage.reserve(work.keys.size() + 4 * work.runs.size() + 2);
+    cmd.storage.reserve(work.keys.size() + 2 * work.runs.size() + 1);
     for (const std::string& k : work.keys) cmd.keys.push_back(cmd.storage.emplace_back(k));
-    std::string& blob = cmd.storage.emplace_back();
-    cmd.args.push_back(blob);  // fixed up below, once the blob is complete
     for (const BlockWork::Run& r : work.runs) {
       cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.key)));
       cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.offset_in_part)));
-      cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.length)));
-      cmd.args.push_back(cmd.storage.emplace_back(StrCat(blob.size())));
-      blob.append(values[r.leaf].bytes.substr(static_cast<size_t>(r.result_offset),
-                                              static_cast<size_t>(r.length)));
+      // The run's bytes, viewed in place: hiredis copies them once, into
+      // the command it formats.
+      cmd.args.push_back(values[r.leaf].bytes.substr(static_cast<size_t>(r.result_offset),
+                                                     static_cast<size_t>(r.length)));
     }
-    cmd.args[0] = blob;
     FinishScriptCommand(cmd, GetScripts().write_runs, StrCat(work.keys.size()));
   }
-  return RunBlocks(store, commands, true,
+  return RunBlocks(store, schema, probe, commands, true,
                    [](size_t, const redis::Reply&) { return absl::OkStatus(); });
 }
 

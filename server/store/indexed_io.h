@@ -8,8 +8,15 @@
 // read_runs.lua / write_runs.lua with every run of every leaf in that block.
 // So all selected rows of all leaves within one block are read or written
 // atomically together; rows in different blocks are not (a reader may see
-// block 1 before and block 2 after a concurrent write). Block calls are
-// pipelined, at most options.pipeline_depth in flight.
+// block 1 before and block 2 after a concurrent write). Every block call of
+// a request goes out on one pipeline at once: their commands and replies
+// are bounded by the selection (max_indexed_bytes), which the caller has
+// leased already, so there is nothing to gain from holding some back.
+//
+// With `probe`, the pipeline starts with the schema probe (schema_cache.h);
+// a schema it finds stale fails the call with IsStale() before any result
+// is used. For a write the block calls behind the probe may have run:
+// the caller redoes the write from a fresh schema (see schema_cache.h).
 //
 // Writes never create keys: write_runs.lua checks every key exists and is
 // long enough, and answers "stale" instead. A stale block (the leaf was
@@ -29,12 +36,9 @@
 #include "common/index.h"
 #include "server/store/dict_store.h"
 #include "server/store/schema.h"
+#include "server/store/schema_cache.h"
 
 namespace tdstore::store {
-
-// True for the status ReadIndexed/WriteIndexed return when a generation they
-// planned against is gone (ABORTED with a "stale" payload).
-bool IsStale(const absl::Status& status);
 
 // Bytes one cell (one index of every batch dim) of this leaf occupies.
 int64_t CellBytes(const DictSchema& schema, const LeafRecord& record);
@@ -48,7 +52,8 @@ Shape IndexedShape(const DictSchema& schema, const LeafRecord& record,
 absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
                                                      const DictSchema& schema,
                                                      const plan::ResolvedIndex& index,
-                                                     const std::vector<const Leaf*>& leaves);
+                                                     const std::vector<const Leaf*>& leaves,
+                                                     bool probe = false);
 
 // One leaf's new values: C-order bytes at exactly IndexedShape().
 struct IndexedValue {
@@ -60,7 +65,8 @@ struct IndexedValue {
 // more than once, the last occurrence in result order wins (torch leaves
 // this undefined).
 absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
-                          const plan::ResolvedIndex& index, const std::vector<IndexedValue>& values);
+                          const plan::ResolvedIndex& index, const std::vector<IndexedValue>& values,
+                          bool probe = false);
 
 }  // namespace tdstore::store
 

@@ -1,57 +1,115 @@
 #include "server/store/leaf_reader.h"
 
 #include <algorithm>
-
 #include <vector>
 
 #include "common/str_cat.h"
 #include "server/store/redis_errors.h"
+#include "server/store/schema_cache.h"
 
 namespace tdstore::store {
 
-absl::Status ReadLeaf(const DictStore& store, const DictSchema& schema, const Leaf& leaf,
-                      const ByteSink& sink) {
-  auto layout = schema.Layout(leaf.record);
-  if (!layout.ok()) return layout.status();
-  if (layout->total_bytes() == 0) return absl::OkStatus();
+namespace {
 
-  // The windows, in leaf order. A 4 GiB leaf has 4096 of them: small.
-  std::vector<Segment> windows;
-  layout->ForEachSegment(0, layout->total_bytes(), store.options().window_bytes,
-                         [&](const Segment& s) { windows.push_back(s); });
+// One GETRANGE of a read: a window of leaf number `leaf`.
+struct Window {
+  size_t leaf = 0;
+  Segment segment;
+};
+
+}  // namespace
+
+absl::Status ReadLeaves(const DictStore& store, const DictSchema& schema,
+                        const std::vector<const Leaf*>& leaves, bool probe, LeafSink& sink) {
+  // The windows of every leaf, in order. A 4 GiB leaf has 4096: small.
+  std::vector<Window> windows;
+  int64_t total = 0;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    auto layout = schema.Layout(leaves[i]->record);
+    if (!layout.ok()) return layout.status();
+    total += layout->total_bytes();
+    layout->ForEachSegment(0, layout->total_bytes(), store.options().window_bytes,
+                           [&](const Segment& s) { windows.push_back({i, s}); });
+  }
 
   const int depth = store.options().pipeline_depth;
-  // Replies of `depth` windows in flight plus the one handed to the sink.
-  auto lease = store.budget().Acquire(
-      std::min<int64_t>(layout->total_bytes(), (depth + 1) * store.options().window_bytes),
-      "a whole-leaf read's window pipeline");
-  if (!lease.ok()) return lease.status();
-  auto pipe = store.redis().NewPipeline(depth);
-  if (!pipe.ok()) return pipe.status();
+  std::unique_ptr<redis::Pipeline> pipe;
+  MemoryBudget::Lease lease = store.budget().Empty();
+  if (probe || !windows.empty()) {
+    // Replies of `depth` windows in flight plus the one handed to the sink.
+    auto leased = store.budget().Acquire(
+        std::min<int64_t>(total, (depth + 1) * store.options().window_bytes),
+        "a whole-leaf read's window pipeline");
+    if (!leased.ok()) return leased.status();
+    lease = *std::move(leased);
+    auto made = store.redis().NewPipeline(depth + 1);
+    if (!made.ok()) return made.status();
+    pipe = *std::move(made);
+  }
 
   const std::string& id = schema.meta.id;
-  const int64_t gen = leaf.record.generation;
   size_t sent = 0;
-  for (size_t received = 0; received < windows.size(); ++received) {
-    // Keep the pipeline full: `depth` windows in flight hide the round trip
-    // while bounding memory to depth x window bytes.
-    while (sent < windows.size() && (*pipe)->outstanding() < depth) {
-      const Segment& w = windows[sent++];
-      const std::string key = store.keys().BlockPart(id, w.block, gen, w.part);
-      const std::string start = StrCat(w.offset_in_part);
-      const std::string end = StrCat(w.offset_in_part + w.length - 1);
-      if (auto s = (*pipe)->Send(key, {"GETRANGE", key, start, end}); !s.ok()) return s;
+  // Keeps the pipeline full: `depth` windows in flight hide the round trip
+  // while bounding memory to depth x window bytes.
+  auto fill = [&]() -> absl::Status {
+    while (sent < windows.size() && pipe->outstanding() < depth) {
+      const Window& w = windows[sent++];
+      const int64_t gen = leaves[w.leaf]->record.generation;
+      const std::string key = store.keys().BlockPart(id, w.segment.block, gen, w.segment.part);
+      const std::string start = StrCat(w.segment.offset_in_part);
+      const std::string end = StrCat(w.segment.offset_in_part + w.segment.length - 1);
+      if (auto s = pipe->Send(key, {"GETRANGE", key, start, end}); !s.ok()) return s;
     }
-    auto reply = (*pipe)->Receive();
+    return absl::OkStatus();
+  };
+
+  if (probe) {
+    if (auto s = SendProbe(*pipe, store.keys(), schema); !s.ok()) return s;
+    if (auto s = fill(); !s.ok()) return s;
+    auto reply = pipe->Receive();
+    if (!reply.ok()) return reply.status();
+    if (auto s = CheckProbe(*reply, schema, schema.meta.name); !s.ok()) return s;
+  }
+  if (auto s = sink.Begin(schema, leaves); !s.ok()) return s;
+
+  size_t announced = 0;  // leaves whose BeginLeaf the sink has had
+  auto announce_through = [&](size_t leaf) -> absl::Status {
+    while (announced <= leaf && announced < leaves.size()) {
+      if (auto s = sink.BeginLeaf(*leaves[announced++]); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  };
+  for (size_t received = 0; received < windows.size(); ++received) {
+    if (auto s = fill(); !s.ok()) return s;
+    auto reply = pipe->Receive();
     if (!reply.ok()) return reply.status();
     if (auto s = ReplyStatus(*reply, "read block"); !s.ok()) return s;
-    if (static_cast<int64_t>(reply->str().size()) != windows[received].length) {
-      return absl::AbortedError(StrCat("leaf '", PathToDisplay(leaf.path),
-                                             "' was replaced or deleted during the read; retry"));
+    const Window& w = windows[received];
+    if (static_cast<int64_t>(reply->str().size()) != w.segment.length) {
+      return absl::AbortedError(StrCat("leaf '", PathToDisplay(leaves[w.leaf]->path),
+                                       "' was replaced or deleted during the read; retry"));
     }
-    if (auto s = sink(reply->str()); !s.ok()) return s;
+    if (auto s = announce_through(w.leaf); !s.ok()) return s;
+    if (auto s = sink.Data(reply->str()); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  return announce_through(leaves.size());
+}
+
+absl::Status ReadLeaf(const DictStore& store, const DictSchema& schema, const Leaf& leaf,
+                      const ByteSink& sink) {
+  class Bytes final : public LeafSink {
+   public:
+    explicit Bytes(const ByteSink& sink) : sink_(sink) {}
+    absl::Status Begin(const DictSchema&, const std::vector<const Leaf*>&) override {
+      return absl::OkStatus();
+    }
+    absl::Status BeginLeaf(const Leaf&) override { return absl::OkStatus(); }
+    absl::Status Data(std::string_view bytes) override { return sink_(bytes); }
+
+   private:
+    const ByteSink& sink_;
+  } bytes(sink);
+  return ReadLeaves(store, schema, {&leaf}, /*probe=*/false, bytes);
 }
 
 }  // namespace tdstore::store

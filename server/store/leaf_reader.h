@@ -1,9 +1,16 @@
-// Whole-leaf reads: stream a leaf's bytes out of Redis in order.
+// Whole-leaf reads: stream leaves' bytes out of Redis in order.
 //
-// The bytes are fetched as pipelined GETRANGE windows of at most
-// options.window_bytes, at most options.pipeline_depth in flight, and handed
-// to `sink` one window at a time, in leaf order. The view passed to the sink
-// is valid only during the call.
+// The bytes of all the leaves of a read are fetched on one pipeline as
+// GETRANGE windows of at most options.window_bytes, at most
+// options.pipeline_depth in flight, so the next leaf's first window is on
+// the wire while the last one's arrive. They reach the sink in leaf order,
+// one window at a time; a view passed to the sink is valid only during the
+// call.
+//
+// With `probe`, the pipeline starts with the schema probe
+// (schema_cache.h): nothing reaches the sink before it proves `schema`
+// current, and a stale schema fails the read with IsStale() before any
+// sink call, so the caller may load the schema again and redo the read.
 //
 // A generation can be replaced (or its leaf deleted) while it is read: its
 // blocks are deleted after the commit that replaced it. A window that comes
@@ -11,8 +18,9 @@
 // bytes already handed to the sink are of the old generation and the caller
 // must discard them (the client library retries the whole read).
 //
-// Errors: ABORTED as above; UNAVAILABLE when Redis fails; the sink's own
-// error is returned as is and stops the read.
+// Errors: ABORTED as above; NOT_FOUND when the probe finds the dict gone;
+// UNAVAILABLE when Redis fails; the sink's own error is returned as is and
+// stops the read.
 //
 // Thread-safe as far as the store is; one call per thread.
 #ifndef TDSTORE_SERVER_STORE_LEAF_READER_H_
@@ -20,6 +28,7 @@
 
 #include <functional>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/store/dict_store.h"
@@ -27,8 +36,23 @@
 
 namespace tdstore::store {
 
-using ByteSink = std::function<absl::Status(std::string_view bytes)>;
+// Where a whole-leaf read delivers. Calls come in this order: Begin once,
+// then for each leaf BeginLeaf and its bytes (none for an empty leaf).
+class LeafSink {
+ public:
+  virtual ~LeafSink() = default;
+  // The schema is current and these leaves follow, in this order. An error
+  // stops the read before any data moves.
+  virtual absl::Status Begin(const DictSchema& schema, const std::vector<const Leaf*>& leaves) = 0;
+  virtual absl::Status BeginLeaf(const Leaf& leaf) = 0;
+  virtual absl::Status Data(std::string_view bytes) = 0;
+};
 
+absl::Status ReadLeaves(const DictStore& store, const DictSchema& schema,
+                        const std::vector<const Leaf*>& leaves, bool probe, LeafSink& sink);
+
+// One leaf, no probe, bytes only (tools and tests).
+using ByteSink = std::function<absl::Status(std::string_view bytes)>;
 absl::Status ReadLeaf(const DictStore& store, const DictSchema& schema, const Leaf& leaf,
                       const ByteSink& sink);
 

@@ -23,11 +23,14 @@ std::string Display(const LeafPath& path) { return StrCat("'", PathToDisplay(pat
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<WriteTxn>> WriteTxn::Begin(DictStore* store,
-                                                          std::string_view dict_name) {
-  auto schema = store->LoadDict(dict_name);
+absl::StatusOr<std::unique_ptr<WriteTxn>> WriteTxn::Begin(DictStore* store, const DictRef& ref) {
+  auto schema = store->Load(ref);
   if (!schema.ok()) return schema.status();
-  return std::unique_ptr<WriteTxn>(new WriteTxn(store, *std::move(schema)));
+  return Begin(store, *std::move(schema));
+}
+
+std::unique_ptr<WriteTxn> WriteTxn::Begin(DictStore* store, DictSchema schema) {
+  return std::unique_ptr<WriteTxn>(new WriteTxn(store, std::move(schema)));
 }
 
 WriteTxn::WriteTxn(DictStore* store, DictSchema schema)
@@ -63,22 +66,7 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape&
   }
 
   // --- Validate the header against the dict before touching Redis. --------
-  if (auto s = ValidatePath(path); !s.ok()) return Fail(s);
-  if (dtype == DType::kUnspecified || !IsKnownDType(static_cast<int>(dtype))) {
-    return Fail(absl::InvalidArgumentError(
-        StrCat("leaf ", Display(path), ": unknown dtype ", static_cast<int>(dtype))));
-  }
-  if (auto s = ValidateShape(shape, StrCat("shape of leaf ", Display(path))); !s.ok()) {
-    return Fail(s);
-  }
-  const Shape& batch = schema_.meta.batch_shape;
-  if (!HasPrefix(shape, batch)) {
-    return Fail(absl::InvalidArgumentError(StrCat(
-        "leaf ", Display(path), " has shape ", ShapeToString(shape),
-        " but the dict's batch shape is ", ShapeToString(batch),
-        ": a leaf's leading dims must equal the batch shape")));
-  }
-  auto expected = ByteSize(shape, DTypeSize(dtype));
+  auto expected = CheckNewLeaf(schema_.meta.batch_shape, path, dtype, shape);
   if (!expected.ok()) return Fail(expected.status());
   if (byte_size != *expected) {
     return Fail(absl::InvalidArgumentError(StrCat(
@@ -86,24 +74,9 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape&
         ShapeToString(shape), " of ", DTypeName(dtype), " (", *expected, " bytes)")));
   }
   for (const PendingLeaf& other : leaves_) {
-    if (IsPathPrefix(other.leaf.path, path) || IsPathPrefix(path, other.leaf.path)) {
-      return Fail(absl::InvalidArgumentError(
-          other.leaf.path == path
-              ? StrCat("leaf ", Display(path), " appears twice in one write")
-              : StrCat("leaves ", Display(other.leaf.path), " and ", Display(path),
-                             " cannot both exist: one would be nested in the other")));
-    }
+    if (auto s = CheckDisjoint(other.leaf.path, path); !s.ok()) return Fail(s);
   }
-  // Early, friendly check of nesting conflicts; commit_leaves.lua re-checks
-  // atomically against the registry as it is at commit time.
-  for (const auto& [_, existing] : schema_.leaves) {
-    if (existing.path != path &&
-        (IsPathPrefix(existing.path, path) || IsPathPrefix(path, existing.path))) {
-      return Fail(absl::FailedPreconditionError(
-          StrCat("cannot write leaf ", Display(path), ": it conflicts with leaf ",
-                       Display(existing.path), " (a path cannot be both a leaf and a sub-dict)")));
-    }
-  }
+  if (auto s = CheckNesting(schema_, path); !s.ok()) return Fail(s);
   LeafRecord record{dtype, shape, 0};
   auto layout = schema_.Layout(record);
   if (!layout.ok()) return Fail(layout.status());
@@ -356,6 +329,14 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
     auto record = DecodeLeafRecord(old);
     // Best effort: on failure the sweeper finds the parked entry later.
     if (record.ok()) (void)store_->DropRetired(schema_.meta, *record);
+  }
+  // The version moved one step: nothing but this commit changed the
+  // schema, which is therefore known without reading it.
+  if (result.version == schema_.meta.version + 1) {
+    DictSchema after = schema_;
+    after.meta.version = result.version;
+    for (const Leaf& leaf : result.written) after.leaves[EncodePath(leaf.path)] = leaf;
+    store_->Remember(after);
   }
   return result;
 }

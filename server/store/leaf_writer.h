@@ -70,9 +70,13 @@ enum class CommitMode {
 
 class WriteTxn {
  public:
-  // Loads the dict's schema. NOT_FOUND if it does not exist.
-  static absl::StatusOr<std::unique_ptr<WriteTxn>> Begin(DictStore* store,
-                                                         std::string_view dict_name);
+  // Loads the dict's schema (DictStore::Load). NOT_FOUND if it does not
+  // exist (or, by id, no longer under that name).
+  static absl::StatusOr<std::unique_ptr<WriteTxn>> Begin(DictStore* store, const DictRef& ref);
+  // Writes into the dict `schema` describes, as just loaded. A schema that
+  // is stale by then is caught where it matters: the scripts refuse a
+  // deleted dict and nesting conflicts, and the layout never changes.
+  static std::unique_ptr<WriteTxn> Begin(DictStore* store, DictSchema schema);
   ~WriteTxn();  // aborts unless committed
 
   const DictSchema& schema() const { return schema_; }

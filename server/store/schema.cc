@@ -109,6 +109,53 @@ absl::StatusOr<int64_t> ParseInt(const std::string& text, std::string_view field
 
 }  // namespace
 
+namespace {
+std::string Quoted(const LeafPath& path) { return StrCat("'", PathToDisplay(path), "'"); }
+}  // namespace
+
+absl::StatusOr<int64_t> CheckNewLeaf(const Shape& batch_shape, const LeafPath& path, DType dtype,
+                                     const Shape& shape) {
+  if (auto s = ValidatePath(path); !s.ok()) return s;
+  if (dtype == DType::kUnspecified || !IsKnownDType(static_cast<int>(dtype))) {
+    return absl::InvalidArgumentError(
+        StrCat("leaf ", Quoted(path), ": unknown dtype ", static_cast<int>(dtype)));
+  }
+  if (auto s = ValidateShape(shape, StrCat("shape of leaf ", Quoted(path))); !s.ok()) return s;
+  if (!HasPrefix(shape, batch_shape)) {
+    return absl::InvalidArgumentError(StrCat(
+        "leaf ", Quoted(path), " has shape ", ShapeToString(shape),
+        " but the dict's batch shape is ", ShapeToString(batch_shape),
+        ": a leaf's leading dims must equal the batch shape"));
+  }
+  auto bytes = ByteSize(shape, DTypeSize(dtype));
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(StrCat("leaf ", Quoted(path), ": ", bytes.status().message()));
+  }
+  return *bytes;
+}
+
+absl::Status CheckDisjoint(const LeafPath& a, const LeafPath& b) {
+  if (a == b) return absl::InvalidArgumentError(StrCat("leaf ", Quoted(a), " appears twice"));
+  if (IsPathPrefix(a, b) || IsPathPrefix(b, a)) {
+    return absl::InvalidArgumentError(StrCat("leaves ", Quoted(a), " and ", Quoted(b),
+                                             " cannot both exist: one would be nested in the "
+                                             "other"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNesting(const DictSchema& schema, const LeafPath& path) {
+  for (const auto& [_, existing] : schema.leaves) {
+    if (existing.path != path &&
+        (IsPathPrefix(existing.path, path) || IsPathPrefix(path, existing.path))) {
+      return absl::FailedPreconditionError(
+          StrCat("cannot write leaf ", Quoted(path), ": it conflicts with leaf ",
+                 Quoted(existing.path), " (a path cannot be both a leaf and a sub-dict)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DictSchema> ParseSchema(std::string id,
                                        const std::vector<std::string>& meta_fields,
                                        const std::vector<std::string>& leaf_fields) {

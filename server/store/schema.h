@@ -12,15 +12,30 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/block_layout.h"
+#include "common/dtype.h"
 #include "common/path.h"
 #include "common/records.h"
 #include "common/shape.h"
 
 namespace tdstore::store {
+
+// How a request names a dict (the proto's "Dict ids"): its name, and the id
+// the client opened, if it did. Views: the request owns the strings.
+struct DictRef {
+  DictRef(std::string_view name, std::string_view id) : name(name), id(id) {}
+  // By name alone (tools and tests).
+  DictRef(std::string_view name) : name(name) {}  // NOLINT: implicit
+  DictRef(const char* name) : name(name) {}       // NOLINT: implicit
+  DictRef(const std::string& name) : name(name) {}  // NOLINT: implicit
+
+  std::string_view name;
+  std::string_view id;  // empty: whichever dict has the name now
+};
 
 struct DictMeta {
   std::string id;
@@ -70,6 +85,23 @@ struct DictSchema {
   // encoded path.
   std::vector<LeafPath> Keys(bool include_nested, bool leaves_only) const;
 };
+
+// --- The one check of a new leaf ---------------------------------------------
+// Every way a leaf comes to be (a whole-leaf write, a dict created with a
+// schema, an indexed write into a missing leaf) runs these, and only these.
+
+// A valid path, a known dtype, and a valid full shape whose leading dims are
+// `batch_shape`. Returns the leaf's byte size; INVALID_ARGUMENT naming the
+// leaf otherwise.
+absl::StatusOr<int64_t> CheckNewLeaf(const Shape& batch_shape, const LeafPath& path, DType dtype,
+                                     const Shape& shape);
+// Two leaves of one request: INVALID_ARGUMENT if they are the same path or
+// one would be nested in the other.
+absl::Status CheckDisjoint(const LeafPath& a, const LeafPath& b);
+// FAILED_PRECONDITION if `path` would be nested in, or hold, a leaf of
+// `schema` other than itself (a path cannot be both a leaf and a sub-dict).
+// Early and friendly: commit_leaves.lua re-checks atomically at commit.
+absl::Status CheckNesting(const DictSchema& schema, const LeafPath& path);
 
 // Bytes of a leaf with this record (0 if its shape overflows, which a
 // stored record never does).

@@ -377,7 +377,6 @@ absl::Status RawOps::WriteIndexed(const RawDict& dict, const plan::IndexSpec& in
   RawPipeline pipe(redis_);
   Argv argv;
   std::vector<std::string> storage;
-  std::string blob;
   const bool td = variant.tdstore_scripts;
   auto send = [&](size_t i) {
     const BlockPlan& b = (*blocks)[i];
@@ -386,38 +385,22 @@ absl::Status RawOps::WriteIndexed(const RawDict& dict, const plan::IndexSpec& in
     auto bytes = [&](const BlockPlan::Run& r) {
       return std::string_view(values[r.leaf] + r.result_offset, static_cast<size_t>(r.length));
     };
-    if (td) {
-      // write_runs.lua: ARGV[1] = every run's bytes, then (key number,
-      // offset, length, offset in the blob) per run.
-      blob.clear();
-      storage.reserve(1 + 4 * b.runs.size());
-      storage.push_back(std::to_string(b.keys.size()));
-      argv.Add("EVALSHA").Add(td_write_sha_).Add(storage.back());
-      for (const std::string& k : b.keys) argv.Add(k);
-      for (const BlockPlan::Run& r : b.runs) blob.append(bytes(r));
-      argv.Add(blob);
-      int64_t at = 0;
-      for (const BlockPlan::Run& r : b.runs) {
-        argv.Add(storage.emplace_back(std::to_string(r.key)));
-        argv.Add(storage.emplace_back(std::to_string(r.offset)));
-        argv.Add(storage.emplace_back(std::to_string(r.length)));
-        argv.Add(storage.emplace_back(std::to_string(at)));
-        at += r.length;
-      }
-    } else if (b.runs.size() == 1) {
-      const BlockPlan::Run& r = b.runs[0];
-      storage.push_back(std::to_string(r.offset));
-      argv.Add("SETRANGE").Add(b.keys[0]).Add(storage[0]).Add(bytes(r));
-    } else {
+    if (td || b.runs.size() > 1) {
+      // tdstored's write_runs.lua, or the ideal's own script (the same
+      // arguments): (key number, offset, the run's bytes) per run.
       storage.reserve(1 + 2 * b.runs.size());
       storage.push_back(std::to_string(b.keys.size()));
-      argv.Add("EVALSHA").Add(write_sha_).Add(storage.back());
+      argv.Add("EVALSHA").Add(td ? td_write_sha_ : write_sha_).Add(storage.back());
       for (const std::string& k : b.keys) argv.Add(k);
       for (const BlockPlan::Run& r : b.runs) {
         argv.Add(storage.emplace_back(std::to_string(r.key)));
         argv.Add(storage.emplace_back(std::to_string(r.offset)));
         argv.Add(bytes(r));
       }
+    } else {
+      const BlockPlan::Run& r = b.runs[0];
+      storage.push_back(std::to_string(r.offset));
+      argv.Add("SETRANGE").Add(b.keys[0]).Add(storage[0]).Add(bytes(r));
     }
     return pipe.Send(b.keys[0], argv);
   };

@@ -42,6 +42,36 @@ def test_create_open_rename_drop(client):
         td["obs"]
 
 
+def test_a_held_store_never_touches_the_namesake_that_replaced_it(client):
+    name = f"py-namesake-{id(client)}"
+    old = TensorDictStore(batch_size=[4], client=client, name=name)
+    old["x"] = torch.arange(8.0).reshape(4, 2)
+    handle = old.handle
+    assert torch.equal(old["x"], torch.arange(8.0).reshape(4, 2))  # tdstored caches its schema
+    client.drop(name)
+    now = TensorDictStore(batch_size=[4], client=client, name=name)
+    now["x"] = torch.full((4, 2), 5.0)
+    stale_calls = {
+        "get": lambda: old["x"],
+        "set": lambda: old.set("x", torch.zeros(4, 2)),
+        "new leaf": lambda: old.set("fresh", torch.zeros(4)),
+        "indexed get": lambda: old[1:3],
+        "indexed set": lambda: old.__setitem__(slice(0, 2), now[0:2]),
+        "keys": lambda: list(old.keys()),
+        "contains": lambda: "x" in old,
+        "del": lambda: old.del_("x"),
+        "from handle": lambda: TensorDictStore.from_store(handle, client=client),
+        "drop": lambda: old.drop(),
+    }
+    for what, call in stale_calls.items():
+        with pytest.raises(KeyError):
+            call()
+            pytest.fail(f"{what} reached the namesake")
+    assert list(now.keys()) == ["x"]
+    assert torch.equal(now["x"], torch.full((4, 2), 5.0))
+    now.drop()
+
+
 def test_client_and_addr_must_agree(client):
     with pytest.raises(ValueError, match="client="):
         TensorDictStore(batch_size=[1], client=client, addr="10.0.0.1:1")

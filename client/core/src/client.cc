@@ -8,14 +8,11 @@
 #include "client/core/src/client_impl.h"
 #include "client/core/src/convert.h"
 #include "client/core/src/errors.h"
+#include "common/protocol_limits.h"
 #include "client/core/src/handle.h"
 
 namespace tdstore::core {
 namespace {
-
-// The protocol's limits: chunks of at most 1 MiB, messages of at most 4 MiB.
-constexpr int64_t kMaxChunkBytes = 1 << 20;
-constexpr int kMaxMessageBytes = (4 << 20) + (64 << 10);  // + slack for framing fields
 
 // "host:port" and "unix:///path" are both gRPC targets already; anything
 // else is most likely a typo, better caught here than as a DNS failure.
@@ -71,8 +68,8 @@ std::shared_ptr<grpc::ChannelCredentials> MakeCredentials(const ClientOptions& o
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const ClientOptions& options) {
   grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxReceiveMessageBytes);
+  args.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
   // A restarted daemon is found again within about a second, not gRPC's
   // default of up to two minutes of backoff.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -173,14 +170,10 @@ void Client::rename(const std::string& name, const std::string& new_name) const 
 Dict Client::open_handle(const std::string& handle, ClientOptions options) {
   const DictHandle parsed = ParseHandle(handle);
   Client client(parsed.address, options);
-  Dict dict = client.open(parsed.name);
-  // Same name, new id: the dict the handle named was deleted; this one is a
-  // stranger that happens to share its name.
-  if (dict.id_ != parsed.id) {
-    throw Error(StatusCode::kNotFound,
-                "dict '" + parsed.name + "' of this handle was deleted (a dict created since "
-                "has the same name but is another dict)");
-  }
+  // By name and id: NOT_FOUND if the dict the handle named was deleted or
+  // renamed, even if another dict has its name now.
+  Dict dict(client.impl_, parsed.name, parsed.id);
+  (void)dict.describe();
   return dict;
 }
 

@@ -9,16 +9,17 @@ namespace tdstore::core {
 Client Dict::client() const { return Client(impl_); }
 
 void Dict::write(const std::vector<LeafData>& leaves, const WriteOptions& options) const {
-  WriteLeaves(*impl_, name_, leaves, options);
+  WriteLeaves(*impl_, name_, id_, leaves, options);
 }
 
 void Dict::read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options) const {
-  ReadLeaves(*impl_, name_, paths, sink, options);
+  ReadLeaves(*impl_, name_, id_, paths, sink, options);
 }
 
 std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) const {
   v1::ListKeysRequest request;
   request.set_dict(name_);
+  request.set_dict_id(id_);
   request.set_include_nested(include_nested);
   request.set_leaves_only(leaves_only);
   v1::ListKeysResponse response;
@@ -32,6 +33,7 @@ std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) const {
 bool Dict::contains(const Key& path) const {
   v1::ExistsRequest request;
   request.set_dict(name_);
+  request.set_dict_id(id_);
   ToProto(path, request.mutable_path());
   v1::ExistsResponse response;
   impl_->Call(&v1::TdStore::Stub::Exists, request, &response, Retrier::kIdempotent);
@@ -41,6 +43,7 @@ bool Dict::contains(const Key& path) const {
 void Dict::erase(const Key& path) const {
   v1::DeleteLeavesRequest request;
   request.set_dict(name_);
+  request.set_dict_id(id_);
   ToProto(path, request.add_paths());
   v1::DeleteLeavesResponse response;
   impl_->Call(&v1::TdStore::Stub::DeleteLeaves, request, &response,
@@ -56,9 +59,18 @@ void Dict::erase(const Key& path) const {
 DictInfo Dict::describe() const {
   v1::DescribeDictRequest request;
   request.set_name(name_);
+  request.set_dict_id(id_);
   v1::DictInfo info;
   impl_->Call(&v1::TdStore::Stub::DescribeDict, request, &info, Retrier::kIdempotent);
   return FromProto(info);
+}
+
+void Dict::drop() const {
+  v1::DeleteDictRequest request;
+  request.set_name(name_);
+  request.set_dict_id(id_);
+  v1::DeleteDictResponse response;
+  impl_->Call(&v1::TdStore::Stub::DeleteDict, request, &response, Retrier::kOnlyIfNothingApplied);
 }
 
 std::string Dict::handle() const { return FormatHandle({impl_->address, name_, id_}); }

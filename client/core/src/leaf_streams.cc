@@ -250,7 +250,7 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
 
 }  // namespace
 
-void WriteLeaves(const Client::Impl& impl, const std::string& dict,
+void WriteLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
                  const std::vector<LeafData>& leaves, const WriteOptions& options) {
   std::vector<v1::DType> dtypes;
   dtypes.reserve(leaves.size());
@@ -258,6 +258,7 @@ void WriteLeaves(const Client::Impl& impl, const std::string& dict,
 
   v1::WriteChunk begin;
   begin.mutable_begin()->set_dict(dict);
+  begin.mutable_begin()->set_dict_id(dict_id);
   begin.mutable_begin()->set_leaf_count(static_cast<int32_t>(leaves.size()));
   if (options.index != nullptr) ToProto(*options.index, begin.mutable_begin()->mutable_index());
   CheckRequestSize(begin);
@@ -277,10 +278,12 @@ void WriteLeaves(const Client::Impl& impl, const std::string& dict,
   }
 }
 
-void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::vector<Key>& paths,
+void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
+                const std::vector<Key>& paths,
                 ReadSink& sink, const ReadOptions& options) {
   v1::ReadLeavesRequest request;
   request.set_dict(dict);
+  request.set_dict_id(dict_id);
   for (const Key& path : paths) ToProto(path, request.add_paths());
   if (options.index != nullptr) {
     ToProto(*options.index, request.mutable_index());

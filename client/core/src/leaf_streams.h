@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/protocol_limits.h"
 #include "client/core/src/client_impl.h"
 #include "tdstore/core.h"
 
@@ -16,17 +17,19 @@ namespace tdstore::core {
 // Dict::write (core.h): every leaf in one WriteLeaves stream, visible
 // together when it ends, or none is. Retried on UNAVAILABLE within
 // retry_for: writing the same values again leaves the same state.
-void WriteLeaves(const Client::Impl& impl, const std::string& dict,
+void WriteLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
                  const std::vector<LeafData>& leaves, const WriteOptions& options);
 
 // Dict::read (core.h).
-void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::vector<Key>& paths,
+void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
+                const std::vector<Key>& paths,
                 ReadSink& sink, const ReadOptions& options);
 
-// The largest request or first stream message the client sends: an index
-// with more positions than fit is refused before any call, with
-// INVALID_ARGUMENT, instead of failing inside gRPC.
-inline constexpr int64_t kMaxRequestBytes = 4 << 20;
+// The largest request or first stream message the client sends
+// (common/protocol_limits.h): an index with more positions than fit is
+// refused before any call, with INVALID_ARGUMENT, instead of failing inside
+// gRPC.
+inline constexpr int64_t kMaxRequestBytes = kMaxMessageBytes;
 
 inline constexpr int kReadRetries = 3;
 

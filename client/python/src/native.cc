@@ -516,6 +516,7 @@ PYBIND11_MODULE(_native, m) {
             dict.erase(key);
           },
           py::arg("path"))
+      .def("drop", &core::Dict::drop, py::call_guard<py::gil_scoped_release>())
       .def("describe", [](const core::Dict& dict) {
         core::DictInfo info;
         {

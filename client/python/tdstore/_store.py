@@ -1359,9 +1359,12 @@ class TensorDictStore(TensorDictBase):
         self._dict = _Closed()
 
     def drop(self) -> None:
-        """Delete the whole dict from the store (all views of it included)."""
-        name = self._dict.name
-        self._client.drop(name)
+        """Delete the whole dict from the store (all views of it included).
+
+        Deletes the dict this store opened, by its id: if it was deleted
+        and another dict took its name since, that one is left alone and
+        this raises KeyError."""
+        self._dict.drop()
         self._dtypes.clear()
 
     clear_redis = drop

@@ -321,6 +321,10 @@ class Client {
   std::shared_ptr<Impl> impl_;
 };
 
+// One dict, as opened: every call names it by its name and its id, so a
+// Dict held across a delete and re-create of its name, or a rename, gets
+// NOT_FOUND and never reads or writes the dict that has the name now
+// (reopen by name for that).
 class Dict {
  public:
   const std::string& name() const { return name_; }
@@ -347,6 +351,9 @@ class Dict {
   bool contains(const Key& path) const;
   // Removes the leaf or subtree at `path`; NOT_FOUND if absent.
   void erase(const Key& path) const;
+  // Deletes this dict and all its data. NOT_FOUND if it is gone, even if
+  // another dict has its name now (Client::drop deletes by name).
+  void drop() const;
   // Shapes, dtypes and byte sizes of every leaf, and the dict's layout.
   DictInfo describe() const;
   // "tdstore1|<address>|<name>|<id>": Client::open_handle() opens this dict

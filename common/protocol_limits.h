@@ -1,0 +1,24 @@
+// The limits the wire contract itself sets (proto/tdstore/v1/tdstore.proto,
+// docs/protocol.md "Limits"), for the daemon and every client alike. The
+// daemon's own, tunable limits are server/service/service_limits.h.
+//
+// Pure constants; no I/O.
+#ifndef TDSTORE_COMMON_PROTOCOL_LIMITS_H_
+#define TDSTORE_COMMON_PROTOCOL_LIMITS_H_
+
+#include <cstdint>
+
+namespace tdstore {
+
+// The most data bytes one stream message (WriteChunk / ReadChunk) carries.
+inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 20;
+// The largest message either side sends: no request or reply exceeds it,
+// whatever the tensor size (bulk data streams in chunks instead).
+inline constexpr int64_t kMaxMessageBytes = int64_t{4} << 20;
+// What gRPC is told to accept: the largest message plus room for framing
+// fields around a full chunk.
+inline constexpr int kMaxReceiveMessageBytes = static_cast<int>(kMaxMessageBytes + (64 << 10));
+
+}  // namespace tdstore
+
+#endif  // TDSTORE_COMMON_PROTOCOL_LIMITS_H_

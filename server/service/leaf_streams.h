@@ -1,0 +1,101 @@
+// The framing of the two data streams, enforced in one place each.
+//
+// WriteLeaves (client -> tdstored): WriteBegin, then per leaf a LeafHeader
+// and exactly its byte_size bytes of data chunks (<= 1 MiB each). WriteStream
+// reads it and refuses, with INVALID_ARGUMENT, a stream that breaks the
+// framing: no WriteBegin first, a second WriteBegin, data before a header or
+// past what the header announced, a header before the previous leaf is
+// complete, an oversized chunk, a last leaf cut short, or fewer or more
+// leaves than WriteBegin.leaf_count announced. It also applies the
+// per-call limits (leaf count, path length, bytes announced) as headers
+// arrive. A call that breaks or is cancelled ends with CANCELLED, never as
+// a clean end: only a clean end may commit.
+//
+// ReadLeaves (tdstored -> client): ReadBegin, then per leaf a LeafHeader and
+// its data in chunks of <= 1 MiB. ReadStream writes it.
+//
+// Both touch the stream's StreamGuard lease on every message, so a stream
+// that moves is never idle. One thread at a time (the handler's).
+#ifndef TDSTORE_SERVER_SERVICE_LEAF_STREAMS_H_
+#define TDSTORE_SERVER_SERVICE_LEAF_STREAMS_H_
+
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "common/dtype.h"
+#include "common/path.h"
+#include "common/shape.h"
+#include "grpcpp/grpcpp.h"
+#include "server/service/service_limits.h"
+#include "server/service/stream_guard.h"
+#include "tdstore/v1/tdstore.grpc.pb.h"
+
+namespace tdstore::service {
+
+class WriteStream {
+ public:
+  WriteStream(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
+              StreamGuard::Lease& lease, const ServiceLimits& limits)
+      : ctx_(ctx), reader_(reader), lease_(lease), limits_(limits) {}
+
+  // The stream's first message. INVALID_ARGUMENT if it is not a WriteBegin.
+  absl::StatusOr<v1::WriteBegin> Begin();
+
+  // A leaf as its header announced it.
+  struct Header {
+    LeafPath path;
+    DType dtype = DType::kUnspecified;
+    Shape shape;
+    int64_t byte_size = 0;
+  };
+  enum class Piece { kHeader, kData, kEnd };
+  // The next piece: a new leaf's header (header() is it), a data chunk of
+  // the current leaf (data() is it, valid until the next call), or the
+  // clean end of the stream, all leaves complete.
+  absl::StatusOr<Piece> Next();
+  const Header& header() const { return header_; }
+  std::string_view data() const { return chunk_.data(); }
+  // Leaves begun so far.
+  int leaves() const { return leaves_; }
+
+ private:
+  absl::Status CurrentLeafComplete() const;
+
+  grpc::ServerContext* const ctx_;
+  grpc::ServerReader<v1::WriteChunk>* const reader_;
+  StreamGuard::Lease& lease_;
+  const ServiceLimits& limits_;
+  int32_t announced_leaves_ = 0;  // WriteBegin.leaf_count (0: not stated)
+  v1::WriteChunk chunk_;
+  Header header_;
+  int leaves_ = 0;
+  int64_t leaf_received_ = 0;  // bytes of the current leaf so far
+  int64_t declared_bytes_ = 0;  // summed over the headers
+};
+
+class ReadStream {
+ public:
+  ReadStream(grpc::ServerContext* ctx, grpc::ServerWriter<v1::ReadChunk>* writer,
+             StreamGuard::Lease& lease)
+      : ctx_(ctx), writer_(writer), lease_(lease) {}
+
+  // Each returns CANCELLED "client went away" when the client is gone.
+  // Write() blocks while the client does not read (flow control); the
+  // stream guard cancels the call if that lasts too long.
+  absl::Status Begin(const Shape& batch_shape, size_t leaf_count);
+  absl::Status Header(const LeafPath& path, DType dtype, const Shape& shape);
+  // Any number of bytes of the current leaf, sent in chunks of <= 1 MiB.
+  absl::Status Data(std::string_view bytes);
+
+ private:
+  absl::Status Send();
+
+  grpc::ServerContext* const ctx_;
+  grpc::ServerWriter<v1::ReadChunk>* const writer_;
+  StreamGuard::Lease& lease_;
+  v1::ReadChunk out_;
+};
+
+}  // namespace tdstore::service
+
+#endif  // TDSTORE_SERVER_SERVICE_LEAF_STREAMS_H_

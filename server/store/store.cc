@@ -1,0 +1,91 @@
+#include "server/store/store.h"
+
+#include "server/store/redis_errors.h"
+
+namespace tdstore::store {
+
+Store::Health Store::Ping() const {
+  Health health;
+  redis::RedisClient& redis = dicts_->redis();
+  health.backend = redis.Describe();
+  auto pongs = redis.CallOnEveryMaster({"PING"});
+  if (!pongs.ok()) return health;
+  health.redis_masters = static_cast<int>(pongs->size());
+  health.redis_ok = true;
+  for (const redis::Reply& pong : *pongs) health.redis_ok = health.redis_ok && !pong.is_error();
+  return health;
+}
+
+absl::StatusOr<DictSchema> Store::CreateDict(const NewDict& spec) {
+  // Every leaf is checked before anything is created: a refused create
+  // writes nothing.
+  std::vector<ZeroLeaf> leaves;
+  int64_t schema_bytes = 0;  // checked against the quotas before creating
+  for (const NewDict::Leaf& leaf : spec.leaves) {
+    Shape shape = spec.batch_shape;
+    shape.insert(shape.end(), leaf.element_shape.begin(), leaf.element_shape.end());
+    auto bytes = CheckNewLeaf(spec.batch_shape, leaf.path, leaf.dtype, shape);
+    if (!bytes.ok()) return bytes.status();
+    for (const ZeroLeaf& other : leaves) {
+      if (auto s = CheckDisjoint(other.path, leaf.path); !s.ok()) return s;
+    }
+    schema_bytes += *bytes;
+    leaves.push_back({leaf.path, leaf.dtype, std::move(shape)});
+  }
+  auto schema = dicts_->CreateDict(spec.name, spec.batch_shape, spec.rows_per_block,
+                                   spec.part_bytes, schema_bytes);
+  if (!schema.ok() || leaves.empty()) return schema;
+  auto created = CreateZeroFilledLeaves(dicts_, *schema, leaves);
+  if (!created.ok()) {
+    // Take the half-made dict back rather than leave it without its schema.
+    // If that fails too, the caller learns the outcome is not clean.
+    if (auto undo = dicts_->DeleteDict({spec.name, schema->meta.id}); !undo.ok()) {
+      return OutcomeUnknown(std::string(created.status().message()));
+    }
+    return created.status();
+  }
+  return dicts_->Load({spec.name, schema->meta.id});
+}
+
+absl::StatusOr<DictSchema> Store::Describe(const DictRef& ref) const { return dicts_->Load(ref); }
+
+absl::StatusOr<std::vector<std::string>> Store::ListDicts() const { return dicts_->ListDicts(); }
+
+absl::Status Store::DeleteDict(const DictRef& ref) { return dicts_->DeleteDict(ref); }
+
+absl::StatusOr<DictSchema> Store::RenameDict(const DictRef& ref, std::string_view new_name) {
+  return dicts_->RenameDict(ref, new_name);
+}
+
+absl::StatusOr<std::vector<LeafPath>> Store::DeleteLeaves(const DictRef& ref,
+                                                          const std::vector<LeafPath>& paths) {
+  return dicts_->DeleteLeaves(ref, paths);
+}
+
+absl::Status Store::Read(const DictRef& ref, const std::vector<LeafPath>& paths,
+                         LeafSink& sink) const {
+  return dicts_->WithSchema(ref, [&](const DictSchema& schema, bool probe) {
+    auto selected = schema.Select(paths);
+    if (!selected.ok()) return selected.status();
+    return ReadLeaves(*dicts_, schema, *selected, probe, sink);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<WriteTxn>> Store::BeginWrite(const DictRef& ref) {
+  return WriteTxn::Begin(dicts_, ref);
+}
+
+absl::StatusOr<IndexedReadResult> Store::ReadIndexed(const DictRef& ref,
+                                                     const plan::IndexSpec& index,
+                                                     const std::vector<LeafPath>& paths) const {
+  return ReadIndexedLeaves(*dicts_, ref, index, paths);
+}
+
+absl::StatusOr<std::vector<Leaf>> Store::WriteIndexed(const DictRef& ref,
+                                                      const plan::IndexSpec& index,
+                                                      const std::vector<IndexedWriteValue>& values,
+                                                      MemoryBudget::Lease& lease) {
+  return WriteIndexedLeaves(dicts_, ref, index, values, lease);
+}
+
+}  // namespace tdstore::store

@@ -1,0 +1,105 @@
+// The store's one front door: everything tdstored's service asks of its
+// storage, in terms of dicts, leaves and indices, never of Redis.
+//
+// Dicts are named by DictRef (name, and the id the client opened): a ref
+// whose id no longer names a dict under that name is NOT_FOUND, so a held
+// handle never reaches a dict that replaced its namesake. Data calls serve
+// the schema from the cache and prove it current in their own round trip
+// (schema_cache.h); schema-only calls (Describe) read it fresh, one round
+// trip by id.
+//
+// Errors, for every call: NOT_FOUND (dict, leaf or path), ALREADY_EXISTS,
+// INVALID_ARGUMENT (name, path, dtype, shape, index, byte count),
+// OUT_OF_RANGE (an index position), FAILED_PRECONDITION (a path that is a
+// leaf and a sub-dict at once), RESOURCE_EXHAUSTED (quotas, limits, the
+// memory budget), ABORTED (a leaf replaced under a read; retry),
+// UNAVAILABLE (Redis unreachable; IsOutcomeUnknown() when a change may or
+// may not have happened), DATA_LOSS, INTERNAL. A call refused with
+// INVALID_ARGUMENT, OUT_OF_RANGE, NOT_FOUND, ALREADY_EXISTS,
+// FAILED_PRECONDITION or RESOURCE_EXHAUSTED changed nothing.
+//
+// Thread-safe: one Store serves every RPC thread.
+#ifndef TDSTORE_SERVER_STORE_STORE_H_
+#define TDSTORE_SERVER_STORE_STORE_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/index.h"
+#include "common/path.h"
+#include "common/shape.h"
+#include "server/store/dict_store.h"
+#include "server/store/indexed_access.h"
+#include "server/store/leaf_reader.h"
+#include "server/store/leaf_writer.h"
+
+namespace tdstore::store {
+
+class Store {
+ public:
+  // `dicts` must outlive the store.
+  explicit Store(DictStore* dicts) : dicts_(dicts) {}
+
+  const StoreOptions& options() const { return dicts_->options(); }
+  // The budget every buffer of call data is leased from.
+  MemoryBudget& budget() const { return dicts_->budget(); }
+
+  // What the store runs on, and whether every Redis master answers PING
+  // now. Never fails: an unreachable Redis is redis_ok = false.
+  struct Health {
+    std::string backend;  // "standalone redis://host:port", "cluster of 3 masters ..."
+    int redis_masters = 0;
+    bool redis_ok = false;
+  };
+  Health Ping() const;
+
+  // Creates a dict, with `leaves` zero-filled in it (each checked by
+  // CheckNewLeaf, pairwise disjoint, all within the quotas) before create
+  // returns. A dict whose leaves cannot be made is deleted again.
+  struct NewDict {
+    std::string_view name;
+    Shape batch_shape;
+    int64_t rows_per_block = 0;  // 0: the default
+    int64_t part_bytes = 0;      // 0: the default
+    struct Leaf {
+      LeafPath path;
+      DType dtype = DType::kUnspecified;
+      Shape element_shape;
+    };
+    std::vector<Leaf> leaves;
+  };
+  absl::StatusOr<DictSchema> CreateDict(const NewDict& spec);
+
+  // The dict's schema, read now.
+  absl::StatusOr<DictSchema> Describe(const DictRef& ref) const;
+  // Every dict name, sorted.
+  absl::StatusOr<std::vector<std::string>> ListDicts() const;
+  absl::Status DeleteDict(const DictRef& ref);
+  absl::StatusOr<DictSchema> RenameDict(const DictRef& ref, std::string_view new_name);
+  // Removes the leaves and subtrees `paths` name; all or none.
+  absl::StatusOr<std::vector<LeafPath>> DeleteLeaves(const DictRef& ref,
+                                                     const std::vector<LeafPath>& paths);
+
+  // Whole leaves under `paths` (all when empty) into `sink`, each at one
+  // generation (leaf_reader.h).
+  absl::Status Read(const DictRef& ref, const std::vector<LeafPath>& paths, LeafSink& sink) const;
+  // A whole-leaf write transaction (leaf_writer.h).
+  absl::StatusOr<std::unique_ptr<WriteTxn>> BeginWrite(const DictRef& ref);
+  // td[index] for the leaves under `paths`; td[index] = values
+  // (indexed_access.h). `lease` holds what the caller leased for `values`.
+  absl::StatusOr<IndexedReadResult> ReadIndexed(const DictRef& ref, const plan::IndexSpec& index,
+                                                const std::vector<LeafPath>& paths) const;
+  absl::StatusOr<std::vector<Leaf>> WriteIndexed(const DictRef& ref, const plan::IndexSpec& index,
+                                                 const std::vector<IndexedWriteValue>& values,
+                                                 MemoryBudget::Lease& lease);
+
+ private:
+  DictStore* const dicts_;
+};
+
+}  // namespace tdstore::store
+
+#endif  // TDSTORE_SERVER_STORE_STORE_H_
