@@ -166,9 +166,7 @@ absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, cons
       total += CellBytes(schema, leaf->record) * static_cast<int64_t>(resolved->cells.size());
     }
     if (auto s = CheckSize(store.options().max_indexed_bytes, total); !s.ok()) return s;
-    // Every block's reply may be buffered before it is copied into place:
-    // the selection twice, while the call lasts.
-    auto lease = store.budget().Acquire(2 * total + IndexMemory(*resolved),
+    auto lease = store.budget().Acquire(IndexedReadMemory(total) + IndexMemory(*resolved),
                                         "an indexed read's selection");
     if (!lease.ok()) return lease.status();
 

@@ -4,8 +4,9 @@
 // The index is resolved once (common/index.h) into the selected batch cells;
 // each leaf's cells become byte runs split at part boundaries; the runs of
 // *all* leaves are grouped by storage block, and each block is served by one
-// call: a plain GETRANGE when the block holds a single run, else
-// read_runs.lua / write_runs.lua with every run of every leaf in that block.
+// call: for a read, a plain GETRANGE when the block needs one range, else
+// its GETRANGEs in one MULTI/EXEC; for a write, write_runs.lua with every
+// run of every leaf in that block.
 // So all selected rows of all leaves within one block are read or written
 // atomically together; rows in different blocks are not (a reader may see
 // block 1 before and block 2 after a concurrent write). Every block call of
@@ -54,6 +55,12 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
                                                      const plan::ResolvedIndex& index,
                                                      const std::vector<const Leaf*>& leaves,
                                                      bool probe = false);
+
+// What a read of `selected` bytes may hold at once: the result, and the
+// fetched ranges it is cut from, which move up to 4x the selected bytes when
+// the runs are dense (a step slice's rows: one covering GETRANGE beats a
+// call per run).
+int64_t IndexedReadMemory(int64_t selected);
 
 // One leaf's new values: C-order bytes at exactly IndexedShape().
 struct IndexedValue {
