@@ -85,10 +85,10 @@ int Run(int argc, char** argv) {
   // a stream message) come and go on every call. glibc gives the top of a
   // heap back to the kernel once 128 KiB of it are free, so each such
   // buffer used to start on fresh pages: page faults took a quarter of a
-  // whole-leaf read's CPU (perf, 2.5 MiB reads). Keeping up to 32 MiB free
-  // per heap makes them warm; what it costs is bounded by the heaps (at most
-  // 8 per core).
-  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+  // whole-leaf read's CPU (perf, 2.5 MiB reads). Keeping up to 8 MiB free
+  // per heap (a pipeline's windows) makes them warm; it costs at most that
+  // per malloc arena (glibc makes up to 8 per core), outside the budget.
+  mallopt(M_TRIM_THRESHOLD, 8 << 20);
   // Block the shutdown signals before any thread starts, so every thread
   // inherits the mask and only sigwait() below sees them.
   sigset_t stop_signals;

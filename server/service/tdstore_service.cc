@@ -398,4 +398,109 @@ grpc::Status TdStoreService::Exists(grpc::ServerContext* ctx, const v1::ExistsRe
   });
 }
 
+grpc::Status TdStoreService::AppendRows(
+    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::AppendAck, v1::AppendRequest>* stream) {
+  // The dict is named by the stream's first message: admitted below.
+  return Serve(ctx, {}, [&](const Grant* grant) {
+    auto lease = streams_.Enter(ctx);
+    if (!lease.ok()) return NothingApplied(ctx, lease.status());
+    v1::AppendRequest request;
+    if (!stream->Read(&request) || request.kind_case() != v1::AppendRequest::kBegin) {
+      return NothingApplied(
+          ctx, absl::InvalidArgumentError("an append stream must start with AppendBegin"));
+    }
+    (*lease)->Touch();
+    const v1::AppendBegin begin = request.begin();
+    if (auto s = Admit(grant, begin.dict(), Access::kWrite); !s.ok()) return s;
+    if (auto s = CheckPaths(limits_, begin.leaves()); !s.ok()) return NothingApplied(ctx, s);
+    auto paths = PathsFromProto(begin.leaves());
+    if (!paths.ok()) return NothingApplied(ctx, paths.status());
+    if (paths->empty()) {
+      return NothingApplied(ctx, absl::InvalidArgumentError("AppendBegin names no leaf"));
+    }
+    const store::DictRef ref{begin.dict(), begin.dict_id()};
+    auto schema = store_->Describe(ref);
+    if (!schema.ok()) return NothingApplied(ctx, schema.status());
+    const Shape& batch_shape = schema->meta.batch_shape;
+    if (batch_shape.empty()) {
+      return NothingApplied(ctx, absl::InvalidArgumentError(StrCat(
+                                     "dict '", begin.dict(), "' has no batch dim to append rows along")));
+    }
+    // Each leaf's dtype and row size, from the schema at the stream's start.
+    // A leaf replaced later by one of another dtype or shape fails the
+    // batches that follow (the indexed write checks them), never silently.
+    std::vector<AppendedLeaf> leaves;
+    for (const LeafPath& path : *paths) {
+      const store::Leaf* leaf = schema->Find(path);
+      if (leaf == nullptr) {
+        return NothingApplied(ctx, absl::NotFoundError(StrCat(
+                                       "dict '", begin.dict(), "' has no leaf '",
+                                       PathToDisplay(path), "' to append to")));
+      }
+      AppendedLeaf& a = leaves.emplace_back();
+      a.path = path;
+      a.dtype = leaf->record.dtype;
+      a.element_shape.assign(leaf->record.shape.begin() + 1, leaf->record.shape.end());
+      a.row_bytes = store::RecordBytes(leaf->record) / std::max<int64_t>(1, batch_shape[0]);
+    }
+
+    v1::AppendAck ack;
+    while (stream->Read(&request)) {
+      (*lease)->Touch();
+      if (request.kind_case() != v1::AppendRequest::kBatch) {
+        return ToGrpc(absl::InvalidArgumentError("AppendBegin may appear only once, first"));
+      }
+      const absl::Status status =
+          AppendBatch(ref, leaves, batch_shape[0], *request.mutable_batch());
+      ack.set_sequence(request.batch().sequence());
+      ack.set_code(static_cast<int32_t>(status.code()));
+      ack.set_message(std::string(status.message()));
+      if (!stream->Write(ack)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      (*lease)->Touch();
+    }
+    if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "append stream cancelled");
+    return grpc::Status::OK;
+  });
+}
+
+absl::Status TdStoreService::AppendBatch(const store::DictRef& ref,
+                                         const std::vector<AppendedLeaf>& leaves,
+                                         int64_t rows_in_dict, v1::RowBatch& batch) {
+  const int64_t start = batch.start_row();
+  const int64_t rows = batch.rows();
+  if (rows < 1) return absl::InvalidArgumentError("a row batch needs at least one row");
+  if (start < 0 || start > rows_in_dict - rows) {
+    return absl::OutOfRangeError(StrCat("rows [", start, ", ", start + rows,
+                                        ") are outside batch dim 0 of size ", rows_in_dict));
+  }
+  if (batch.leaf_rows_size() != static_cast<int>(leaves.size())) {
+    return absl::InvalidArgumentError(StrCat("a row batch carries ", batch.leaf_rows_size(),
+                                             " leaves; the stream's AppendBegin named ",
+                                             leaves.size()));
+  }
+  std::vector<store::IndexedWriteValue> values(leaves.size());
+  int64_t bytes = 0;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    std::string& data = *batch.mutable_leaf_rows(static_cast<int>(i));
+    if (static_cast<int64_t>(data.size()) != rows * leaves[i].row_bytes) {
+      return absl::InvalidArgumentError(
+          StrCat("leaf '", PathToDisplay(leaves[i].path), "': ", data.size(), " bytes for ", rows,
+                 " rows of ", leaves[i].row_bytes, " bytes"));
+    }
+    bytes += static_cast<int64_t>(data.size());
+    values[i].path = leaves[i].path;
+    values[i].dtype = leaves[i].dtype;
+    values[i].shape = {rows};
+    values[i].shape.insert(values[i].shape.end(), leaves[i].element_shape.begin(),
+                           leaves[i].element_shape.end());
+    values[i].bytes = std::move(data);  // no copy: the request is done with
+  }
+  store::MemoryBudget::Lease held = store_->budget().Empty();
+  if (auto s = held.Grow(store::IndexedWriteLease(bytes, true), "an appended row batch"); !s.ok()) {
+    return s;
+  }
+  const plan::IndexSpec index = {plan::IndexTerm::Slice(start, start + rows, 1)};
+  return store_->WriteIndexed(ref, index, values, held).status();
+}
+
 }  // namespace tdstore::service

@@ -90,6 +90,12 @@ class TdStoreService final : public v1::TdStore::Service {
   grpc::Status Exists(grpc::ServerContext* ctx, const v1::ExistsRequest* req,
                       v1::ExistsResponse* resp) override;
 
+  // AppendBegin, then RowBatches applied in order, each answered by an
+  // AppendAck (the proto's "Streaming appends"). A failed batch is acked
+  // with its error and the stream goes on; only a malformed stream ends it.
+  grpc::Status AppendRows(grpc::ServerContext* ctx,
+                          grpc::ServerReaderWriter<v1::AppendAck, v1::AppendRequest>* stream) override;
+
  private:
   // The forms of WriteLeaves after its WriteBegin: whole leaves, or
   // td[index] = values.
@@ -106,6 +112,18 @@ class TdStoreService final : public v1::TdStore::Service {
                            ReadStream& stream);
 
   class ReadSink;  // a whole-leaf read's store::LeafSink
+
+  // One leaf an append stream carries, as its AppendBegin found it.
+  struct AppendedLeaf {
+    LeafPath path;
+    DType dtype = DType::kUnspecified;
+    Shape element_shape;
+    int64_t row_bytes = 0;
+  };
+  // td[start_row : start_row + rows] = the batch's rows; `rows_in_dict` is
+  // batch dim 0. Nothing is written unless the whole batch is well formed.
+  absl::Status AppendBatch(const store::DictRef& ref, const std::vector<AppendedLeaf>& leaves,
+                           int64_t rows_in_dict, v1::RowBatch& batch);
 
   // What a handler is admitted for: the dict it names (empty: none, the
   // handler checks names itself) and what it does to it.

@@ -217,22 +217,33 @@ absl::StatusOr<DictSchema> DictStore::Load(const DictRef& ref) const {
   }
   if (auto s = CheckName(ref.name); !s.ok()) return s;
   const std::string id(ref.id);
-  auto schema = LoadDictById(id);
-  if (absl::IsNotFound(schema.status()) || (schema.ok() && schema->meta.deleting)) {
+  const std::string meta_key = keys_.Meta(id);
+  const std::string leaves_key = keys_.Leaves(id);
+  const std::string catalog = keys_.Catalog();
+  // One round trip: the schema (one slot) and what the catalog says the
+  // name means (the catalog decides; the meta's name is informational).
+  auto pipe = redis_->NewPipeline(3);
+  if (!pipe.ok()) return pipe.status();
+  if (auto s = (*pipe)->Send(meta_key, {"HGETALL", meta_key}); !s.ok()) return s;
+  if (auto s = (*pipe)->Send(leaves_key, {"HGETALL", leaves_key}); !s.ok()) return s;
+  if (auto s = (*pipe)->Send(catalog, {"HGET", catalog, ref.name}); !s.ok()) return s;
+  auto meta = (*pipe)->Receive();
+  if (!meta.ok()) return meta.status();
+  auto leaves = (*pipe)->Receive();
+  if (!leaves.ok()) return leaves.status();
+  auto named = (*pipe)->Receive();
+  if (!named.ok()) return named.status();
+  if (auto s = ReplyStatus(*meta, "read dict meta"); !s.ok()) return s;
+  if (auto s = ReplyStatus(*leaves, "read leaf registry"); !s.ok()) return s;
+  if (auto s = ReplyStatus(*named, "look up dict"); !s.ok()) return s;
+  auto schema = ParseSchema(id, StringArray(*meta), StringArray(*leaves));
+  if (absl::IsNotFound(schema.status()) || (schema.ok() && schema->meta.deleting) ||
+      named->str() != id) {
     cache_.Forget(id);
     return NotFound(ref);
   }
   if (!schema.ok()) return schema.status();
-  if (schema->meta.name != ref.name) {
-    // A rename sets the catalog first and the meta's name after: the
-    // catalog decides, and a lagging meta name is brought in step (the
-    // probe compares against it).
-    auto current = LookupId(ref.name);
-    if (!current.ok() && !absl::IsNotFound(current.status())) return current.status();
-    if (!current.ok() || *current != id) return NotFound(ref);
-    (void)redis_->Eval(GetScripts().set_meta_name, {keys_.Meta(id)}, {ref.name});
-    schema->meta.name = std::string(ref.name);
-  }
+  schema->meta.name = std::string(ref.name);
   cache_.Put(*schema);
   return schema;
 }

@@ -97,10 +97,10 @@ class DictStore {
   // leaves pipelined). NOT_FOUND if there is no such dict.
   absl::StatusOr<DictSchema> LoadDict(std::string_view name) const;
 
-  // The current schema of the dict `ref` names, remembered in cache().
-  // By id: one round trip, then NOT_FOUND unless that dict still exists and
-  // is still named ref.name (the catalog decides when the meta's name,
-  // which is informational, disagrees). By name alone: as LoadDict.
+  // The current schema of the dict `ref` names, remembered in the cache.
+  // By id: one round trip (meta, leaves and the catalog's entry for
+  // ref.name pipelined), NOT_FOUND unless that dict still exists and the
+  // catalog still gives ref.name its id. By name alone: as LoadDict.
   absl::StatusOr<DictSchema> Load(const DictRef& ref) const;
 
   // Schemas loaded before, for calls that prove them current in their own

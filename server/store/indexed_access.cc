@@ -229,6 +229,10 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const Dic
       if (p.create) missing.push_back(*p.create);
     }
     if (!missing.empty()) {
+      // Leaves are created only from a schema just read: a cached one may
+      // predate a rename (its name is not the dict's any more) or far more
+      // stored bytes than the quota check would count.
+      if (probe) return StaleError("the cached schema (an indexed write creates leaves)");
       auto created = CreateZeroFilledLeaves(store, given, missing);
       if (!created.ok()) return created.status();
       if (created->version != given.meta.version + 1 ||

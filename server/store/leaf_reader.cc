@@ -42,7 +42,7 @@ absl::Status ReadLeaves(const DictStore& store, const DictSchema& schema,
         "a whole-leaf read's window pipeline");
     if (!leased.ok()) return leased.status();
     lease = *std::move(leased);
-    auto made = store.redis().NewPipeline(depth + 1);
+    auto made = store.redis().NewPipeline(depth + 2);
     if (!made.ok()) return made.status();
     pipe = *std::move(made);
   }
@@ -64,11 +64,9 @@ absl::Status ReadLeaves(const DictStore& store, const DictSchema& schema,
   };
 
   if (probe) {
-    if (auto s = SendProbe(*pipe, store.keys(), schema); !s.ok()) return s;
+    if (auto s = SendProbe(*pipe, store.keys(), schema, schema.meta.name); !s.ok()) return s;
     if (auto s = fill(); !s.ok()) return s;
-    auto reply = pipe->Receive();
-    if (!reply.ok()) return reply.status();
-    if (auto s = CheckProbe(*reply, schema, schema.meta.name); !s.ok()) return s;
+    if (auto s = ReceiveProbe(*pipe, schema, schema.meta.name); !s.ok()) return s;
   }
   if (auto s = sink.Begin(schema, leaves); !s.ok()) return s;
 

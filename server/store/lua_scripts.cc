@@ -12,7 +12,6 @@ const Scripts& GetScripts() {
       redis::Script("commit_leaves", lua::kCommitLeaves),
       redis::Script("delete_leaves", lua::kDeleteLeaves),
       redis::Script("mark_deleting", lua::kMarkDeleting),
-      redis::Script("read_runs", lua::kReadRuns),
       redis::Script("rename_dict", lua::kRenameDict),
       redis::Script("reserve_bytes", lua::kReserveBytes),
       redis::Script("set_meta_name", lua::kSetMetaName),
@@ -27,7 +26,7 @@ absl::Status PreloadScripts(redis::RedisClient& redis) {
   const Scripts& s = GetScripts();
   for (const redis::Script* script :
        {&s.begin_write, &s.claim_pending, &s.commit_leaves, &s.delete_leaves, &s.mark_deleting,
-        &s.read_runs, &s.rename_dict, &s.reserve_bytes, &s.set_meta_name, &s.touch_pending, &s.unpublish_dict,
+        &s.rename_dict, &s.reserve_bytes, &s.set_meta_name, &s.touch_pending, &s.unpublish_dict,
         &s.write_runs}) {
     auto replies = redis.CallOnEveryMaster({"SCRIPT", "LOAD", script->body()});
     if (!replies.ok()) return replies.status();

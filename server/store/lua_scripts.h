@@ -32,7 +32,6 @@ struct Scripts {
   redis::Script commit_leaves;
   redis::Script delete_leaves;
   redis::Script mark_deleting;
-  redis::Script read_runs;
   redis::Script rename_dict;
   redis::Script reserve_bytes;
   redis::Script set_meta_name;

@@ -34,22 +34,30 @@ void SchemaCache::Forget(std::string_view id) {
   by_id_.erase(std::string(id));
 }
 
-absl::Status SendProbe(redis::Pipeline& pipe, const KeySchema& keys, const DictSchema& schema) {
+absl::Status SendProbe(redis::Pipeline& pipe, const KeySchema& keys, const DictSchema& schema,
+                       std::string_view name) {
   const std::string meta = keys.Meta(schema.meta.id);
-  return pipe.Send(meta, {"HMGET", meta, kMetaVersion, kMetaName, kMetaDeleting});
+  if (auto s = pipe.Send(meta, {"HMGET", meta, kMetaVersion, kMetaDeleting}); !s.ok()) return s;
+  const std::string catalog = keys.Catalog();
+  return pipe.Send(catalog, {"HGET", catalog, name});
 }
 
-absl::Status CheckProbe(const redis::Reply& reply, const DictSchema& schema,
-                        std::string_view name) {
-  if (auto s = ReplyStatus(reply, "probe dict schema"); !s.ok()) return s;
-  if (reply.size() != 3) return absl::InternalError("probe: HMGET returned no triple");
-  const redis::ReplyView version = reply[0];
-  if (version.is_nil() || !reply[2].is_nil()) {
-    return absl::NotFoundError(StrCat("dict '", name, "' does not exist"));
+absl::Status ReceiveProbe(redis::Pipeline& pipe, const DictSchema& schema,
+                          std::string_view name) {
+  auto meta = pipe.Receive();
+  if (!meta.ok()) return meta.status();
+  auto named = pipe.Receive();
+  if (!named.ok()) return named.status();
+  if (auto s = ReplyStatus(*meta, "probe dict schema"); !s.ok()) return s;
+  if (auto s = ReplyStatus(*named, "probe dict name"); !s.ok()) return s;
+  if (meta->size() != 2) return absl::InternalError("probe: HMGET returned no pair");
+  if ((*meta)[0].is_nil() || !(*meta)[1].is_nil() || named->str() != schema.meta.id) {
+    return absl::NotFoundError(StrCat("dict '", name, "' (id ", schema.meta.id,
+                                      ") does not exist: it was deleted, renamed or replaced by "
+                                      "a namesake since it was opened"));
   }
   int64_t v = -1;
-  if (!absl::SimpleAtoi(std::string(version.str()), &v) || v != schema.meta.version ||
-      reply[1].str() != name) {
+  if (!absl::SimpleAtoi(std::string((*meta)[0].str()), &v) || v != schema.meta.version) {
     return StaleError(StrCat("the schema of dict '", name, "'"));
   }
   return absl::OkStatus();

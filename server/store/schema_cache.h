@@ -54,18 +54,22 @@ class SchemaCache {
   std::unordered_map<std::string, std::shared_ptr<const DictSchema>> by_id_;  // guarded by mu_
 };
 
-// Queues the probe of dict `schema.meta.id` on `pipe` (its reply is the
-// first the pipeline returns if sent first).
-absl::Status SendProbe(redis::Pipeline& pipe, const KeySchema& keys, const DictSchema& schema);
+// Queues the probe of dict `schema.meta.id` under `name` on `pipe`: two
+// commands, HMGET of the meta's version and deleting mark, and HGET of the
+// catalog's entry for `name` (on a cluster they go to two nodes at once;
+// the catalog, not the meta's informational name, says which dict a name
+// means). Their replies are the first two the pipeline returns if sent
+// first.
+absl::Status SendProbe(redis::Pipeline& pipe, const KeySchema& keys, const DictSchema& schema,
+                       std::string_view name);
 
-// What the probe's reply says about `schema`, for a request naming the
-// dict `name`:
-//   OK          the schema is current (same version, name, not deleting);
-//   IsStale()   it changed, or the meta's name differs (a rename, or a
-//               meta name that lags the catalog): load it again;
-//   NOT_FOUND   the dict is deleted or being deleted.
-absl::Status CheckProbe(const redis::Reply& reply, const DictSchema& schema,
-                        std::string_view name);
+// Receives the probe's two replies and says what they mean for `schema`:
+//   OK          it is current (same version, not deleting, and `name`
+//               still means its id);
+//   IsStale()   it changed: load it again;
+//   NOT_FOUND   the dict is deleted, being deleted, or no longer so named.
+absl::Status ReceiveProbe(redis::Pipeline& pipe, const DictSchema& schema,
+                          std::string_view name);
 
 // The status planners return when the schema they planned from is no longer
 // current (ABORTED with a "stale" payload); callers load it again and redo.

@@ -165,8 +165,8 @@ absl::StatusOr<std::unique_ptr<RawOps>> RawOps::Make(RawRedis& redis) {
   if (!write.ok()) return write.status();
   ops->read_sha_ = *read;
   ops->write_sha_ = *write;
-  for (auto [file, sha] : {std::pair<const char*, std::string*>{"read_runs.lua", &ops->td_read_sha_},
-                           {"write_runs.lua", &ops->td_write_sha_}}) {
+  for (auto [file, sha] : {std::pair<const char*, std::string*>{"write_runs.lua",
+                                                                &ops->td_write_sha_}}) {
     std::ifstream in(std::string(TDSTORE_SOURCE_DIR) + "/server/lua/" + file);
     std::stringstream body;
     body << in.rdbuf();
@@ -325,7 +325,6 @@ absl::Status RawOps::ReadIndexed(const RawDict& dict, const plan::IndexSpec& ind
   RawPipeline pipe(redis_);
   Argv argv;
   std::vector<std::string> storage;
-  const bool td = variant.tdstore_scripts;
   auto send = [&](size_t i) {
     const BlockPlan& b = (*blocks)[i];
     argv.Clear();
@@ -339,13 +338,14 @@ absl::Status RawOps::ReadIndexed(const RawDict& dict, const plan::IndexSpec& ind
       // Views into `storage`: reserve so it never reallocates.
       storage.reserve(1 + 3 * b.runs.size());
       storage.push_back(std::to_string(b.keys.size()));
-      argv.Add("EVALSHA").Add(td ? td_read_sha_ : read_sha_).Add(storage.back());
+      // tdstored reads with GETRANGEs in MULTI/EXEC now; the baseline
+      // keeps its one script per block for both variants.
+      argv.Add("EVALSHA").Add(read_sha_).Add(storage.back());
       for (const std::string& k : b.keys) argv.Add(k);
       for (const BlockPlan::Run& r : b.runs) {
         argv.Add(storage.emplace_back(std::to_string(r.key)));
         argv.Add(storage.emplace_back(std::to_string(r.offset)));
-        // tdstored's script takes lengths, the baseline's the end offset.
-        argv.Add(storage.emplace_back(std::to_string(td ? r.length : r.offset + r.length - 1)));
+        argv.Add(storage.emplace_back(std::to_string(r.offset + r.length - 1)));
       }
     }
     return pipe.Send(b.keys[0], argv);

@@ -68,16 +68,16 @@ inline Buffer NewBuffer(int64_t bytes) {
 class RawOps {
  public:
   // Loads the scripts on every master: the baseline's two, and tdstored's
-  // read_runs.lua / write_runs.lua from the source tree for the variants.
+  // write_runs.lua from the source tree for the variants.
   static absl::StatusOr<std::unique_ptr<RawOps>> Make(RawRedis& redis);
 
   // How indexed reads and writes are done. The default is the ideal; the
   // other settings step towards the exact Redis work tdstored does, so a
   // scenario can attribute the gap between raw and tdstore:
   struct Variant {
-    // tdstored's read_runs.lua / write_runs.lua (per-run checks, Lua number
-    // conversions, one blob per write) instead of the minimal scripts;
-    // writes always go through the script, as tdstored's do.
+    // tdstored's write_runs.lua (per-run checks, Lua number conversions)
+    // instead of the minimal script; writes always go through the script,
+    // as tdstored's do. Reads are the same in both variants.
     bool tdstore_scripts = false;
     // Block commands in flight at once; 0: all of them.
     int depth = 0;
@@ -124,7 +124,7 @@ class RawOps {
 
   RawRedis& redis_;
   std::string read_sha_, write_sha_;
-  std::string td_read_sha_, td_write_sha_;
+  std::string td_write_sha_;
 };
 
 }  // namespace tdstore::bench

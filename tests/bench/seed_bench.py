@@ -411,6 +411,25 @@ class ReplayBulk:
             self.values[k][torch.tensor(self.row_pos)] = row[k]
         for s in SIDES:
             res["write_row"][s].append(pb.percentile(sorted(x * 1e3 for x in lat[s]), 50))
+        # Streaming appends: the same row written at consecutive positions, one
+        # row at a time, as a collector does. tdstore streams them through one
+        # appender (flushed at the end: every row acknowledged); the seed has
+        # no stream, so its rows go one call each. Rows/s, sides A B B A.
+        k = len(self.row_pos) // 2  # rows per block; each side writes rows [0, 2k) of its store
+        for side, half in blocks:
+            td = self.rep[side]
+            start, stop = half * k, (half + 1) * k
+            t0 = time.perf_counter()
+            if side == "tds":
+                with td.appender(list(self.values)) as out:
+                    for i in range(start, stop):
+                        out[i] = row
+            else:
+                for i in range(start, stop):
+                    td[i] = row
+            res["stream"][side].append((stop - start) / (time.perf_counter() - t0))
+        for name, v in self.values.items():  # the mirror
+            v[0:2 * k] = row[name]
         # bulk: put then get, sides alternating A B B A
         nbytes = self.src.numel() * 4
         for rep in range(self.sizes["bulk_reps"]):
@@ -495,6 +514,10 @@ def build_rows(res, rb, cpp_runs, label):
         rows.append({"case": f"{title} ({scen})", "seed": s, "tds": t, "cpp": c, "raw": r,
                      "py_vs_seed": ratio(s, t), "cpp_vs_seed": ratio(s, c),
                      "cpp_vs_raw": ratio(r, c)})
+    s, t = med(rb["stream"]["seed"]), med(rb["stream"]["tds"])
+    rows.append({"case": "streaming appends: 1 row x 4 leaves at a time, rows/s (seed: one call "
+                         "per row)", "seed": s, "tds": t, "cpp": nan, "raw": nan,
+                 "py_vs_seed": ratio(t, s), "cpp_vs_seed": nan, "cpp_vs_raw": nan})
     for key, title, scen in (("get", f"bulk get {label}, MB/s", f"b.get_{label.replace(' ', '')}"),
                              ("put", f"bulk put {label}, MB/s", f"b.put_{label.replace(' ', '')}")):
         s, t = med(rb[key]["seed"]), med(rb[key]["tds"])
@@ -572,7 +595,7 @@ def main():
     env = (ClusterEnv if args.cluster else pb.Env)(args)
     cases = rb = None
     res = {name: {s: [] for s in SIDES} for name, _ in CASES}
-    rbres = {k: {s: [] for s in SIDES} for k in ("sample", "write_row", "put", "get")}
+    rbres = {k: {s: [] for s in SIDES} for k in ("sample", "write_row", "stream", "put", "get")}
     cpp_runs, loads, profiles, cpp_errors = [], [], {}, {}
     try:
         env.start()

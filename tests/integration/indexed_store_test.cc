@@ -303,7 +303,7 @@ TEST_F(IndexedStoreTest, PreloadLoadsEveryScriptUnderItsLocalSha1) {
   redis_->Command({"SCRIPT", "FLUSH"});
   ASSERT_TRUE(PreloadScripts(*client_).ok());
   const Scripts& s = GetScripts();
-  for (const redis::Script* script : {&s.begin_write, &s.commit_leaves, &s.read_runs,
+  for (const redis::Script* script : {&s.begin_write, &s.commit_leaves,
                                       &s.write_runs, &s.delete_leaves, &s.claim_pending,
                                       &s.touch_pending, &s.rename_dict}) {
     EXPECT_EQ(redis_->Command({"SCRIPT", "EXISTS", script->sha1()}).at(0), "1") << script->name();

@@ -437,6 +437,22 @@ PYBIND11_MODULE(_native, m) {
       py::arg("timeout") = 600.0, py::arg("retry_for") = 30.0,
       py::arg("chunk_bytes") = 1 << 20);
 
+  py::class_<core::Appender>(m, "Appender")
+      .def(
+          "append",
+          [](core::Appender& out, int64_t start_row, int64_t rows,
+             const std::vector<uintptr_t>& data_ptrs) {
+            std::vector<const void*> leaf_rows;
+            leaf_rows.reserve(data_ptrs.size());
+            for (uintptr_t p : data_ptrs) leaf_rows.push_back(reinterpret_cast<const void*>(p));
+            py::gil_scoped_release nogil;
+            out.append(start_row, rows, leaf_rows);
+          },
+          py::arg("start_row"), py::arg("rows"), py::arg("data_ptrs"))
+      .def("flush", &core::Appender::flush, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("rows_written", &core::Appender::rows_written)
+      .def_property_readonly("row_bytes", &core::Appender::row_bytes);
+
   py::class_<core::Dict>(m, "Dict")
       .def_property_readonly("name", &core::Dict::name)
       .def_property_readonly("id", &core::Dict::id)
@@ -517,6 +533,19 @@ PYBIND11_MODULE(_native, m) {
           },
           py::arg("path"))
       .def("drop", &core::Dict::drop, py::call_guard<py::gil_scoped_release>())
+      .def(
+          "appender",
+          [](const core::Dict& dict, const std::vector<std::vector<std::string>>& paths,
+             int64_t batch_rows, int window) {
+            std::vector<Key> keys;
+            for (const auto& path : paths) keys.push_back(ToKey(path));
+            core::AppendOptions options;
+            options.batch_rows = batch_rows;
+            options.window = window;
+            py::gil_scoped_release nogil;
+            return dict.appender(keys, options);
+          },
+          py::arg("paths"), py::arg("batch_rows") = 256, py::arg("window") = 8)
       .def("describe", [](const core::Dict& dict) {
         core::DictInfo info;
         {

@@ -17,6 +17,7 @@ from . import _native
 from ._errors import *  # noqa: F401,F403 - the exception classes
 from ._errors import ERROR_CLASSES, Error, error_from_status
 from ._errors import __all__ as _error_names
+from ._append import Appender
 from ._client import Client
 from ._store import TensorDictStore, from_store, open_handle
 
@@ -24,4 +25,4 @@ from ._store import TensorDictStore, from_store, open_handle
 # tdstore._errors.ERROR_CLASSES).
 _native.set_error_factory(error_from_status)
 
-__all__ = ["Client", "TensorDictStore", "from_store", "open_handle", *_error_names]
+__all__ = ["Appender", "Client", "TensorDictStore", "from_store", "open_handle", *_error_names]

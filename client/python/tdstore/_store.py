@@ -1354,6 +1354,14 @@ class TensorDictStore(TensorDictBase):
                             None if self._device is None else str(self._device),
                             self._lock[0]))
 
+    def appender(self, keys=None, *, batch_rows: int = 256, window: int = 8):
+        """Row writes over one open stream (``tdstore.Appender``): ``out[i] =
+        row`` / ``out.append(start, rows)``, consecutive rows coalesced into
+        batches, every batch acknowledged; ``keys`` default to every leaf.
+        Writes existing leaves in place, so a locked store allows it."""
+        from ._append import Appender
+        return Appender(self, keys, batch_rows, window)
+
     def close(self) -> None:
         """Release this wrapper's connection (the dict stays in the store)."""
         self._dict = _Closed()

@@ -267,6 +267,16 @@ struct WriteOptions {
 };
 
 class Dict;
+class Appender;
+
+struct AppendOptions {
+  // Consecutive rows coalesced into one batch before it is sent (capped so
+  // that a batch fits one message).
+  int64_t batch_rows = 256;
+  // Batches sent and not yet acknowledged; append() waits for the oldest
+  // acknowledgement beyond it. Bounds the memory on both ends.
+  int window = 8;
+};
 
 struct LeafSpec {
   Key path;
@@ -354,6 +364,10 @@ class Dict {
   // Deletes this dict and all its data. NOT_FOUND if it is gone, even if
   // another dict has its name now (Client::drop deletes by name).
   void drop() const;
+  // A stream of row writes into existing `leaves` (Appender). NOT_FOUND for
+  // a leaf that does not exist; INVALID_ARGUMENT for none, or a dict without
+  // batch dims. Opens no stream before the first batch is sent.
+  Appender appender(const std::vector<Key>& leaves, const AppendOptions& options = {}) const;
   // Shapes, dtypes and byte sizes of every leaf, and the dict's layout.
   DictInfo describe() const;
   // "tdstore1|<address>|<name>|<id>": Client::open_handle() opens this dict
@@ -367,6 +381,53 @@ class Dict {
   std::shared_ptr<Client::Impl> impl_;
   std::string name_;
   std::string id_;
+};
+
+// Row writes over one open stream (tdstored's AppendRows): what a replay
+// buffer's collector or a logger needs to write rows as they come, at a
+// rate single calls cannot reach.
+//
+//   core::Appender out = dict.appender({"obs", "reward"});
+//   out.append(cursor, 1, {obs_row, &reward});   // td[cursor] = row, queued
+//   ...
+//   out.flush();                                 // all written, or throws
+//
+// Rows appended at consecutive positions are coalesced into one batch of
+// up to options.batch_rows rows (one range per leaf on the server, written
+// as an indexed write: all its rows of one storage block at once); a batch
+// is sent when it is full, when the next row is not consecutive, or on
+// flush(). At most options.window batches wait for their acknowledgement.
+// A batch the server refuses (rows out of range, a leaf replaced by one of
+// another dtype) wrote nothing; its error is thrown by the next append()
+// or flush(), once, and the appender goes on. A stream that breaks with
+// batches unacknowledged throws UNAVAILABLE naming how many rows' fate is
+// unknown; an idle stream that the server closed is reopened.
+//
+// One thread at a time. The destructor sends what is queued and waits for
+// it, but cannot report a failure: call flush() to know.
+class Appender {
+ public:
+  Appender(Appender&&) noexcept;
+  Appender& operator=(Appender&&) noexcept;
+  ~Appender();
+
+  // td[start_row : start_row + rows] = the rows, given per leaf (in the
+  // order of Dict::appender's `leaves`) as `rows` contiguous C-order rows
+  // at `leaf_rows[i]`. The bytes are copied before it returns.
+  void append(int64_t start_row, int64_t rows, const std::vector<const void*>& leaf_rows);
+  // Sends what is queued and waits until every batch is acknowledged.
+  void flush();
+  // Rows the server acknowledged as written so far.
+  int64_t rows_written() const;
+  // Bytes of one row of each leaf, in order.
+  const std::vector<int64_t>& row_bytes() const;
+
+  struct State;
+
+ private:
+  friend class Dict;
+  explicit Appender(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 // The element count of `shape` times the dtype's size; INVALID_ARGUMENT
