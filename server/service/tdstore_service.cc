@@ -6,7 +6,7 @@
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_limits.h"
-#include "server/store/redis_errors.h"
+#include "server/store/outcome.h"
 
 namespace tdstore::service {
 namespace {

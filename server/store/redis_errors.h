@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/redis/reply.h"
+#include "server/store/outcome.h"
 
 namespace tdstore::store {
 
@@ -27,12 +28,7 @@ std::string_view ErrorTag(const redis::Reply& reply);
 // The rest of an error reply after its tag.
 std::string_view ErrorDetail(const redis::Reply& reply);
 
-// An UNAVAILABLE status for an operation that may or may not have taken
-// effect (its reply was lost). The service tells clients which failures are
-// of this kind, so they never retry a change that might have been applied
-// as if it had not.
-absl::Status OutcomeUnknown(std::string_view message);
-bool IsOutcomeUnknown(const absl::Status& status);
+// OutcomeUnknown / IsOutcomeUnknown: server/store/outcome.h.
 
 // The elements of an array reply of strings (HGETALL, HKEYS, ...).
 std::vector<std::string> StringArray(const redis::Reply& reply);
