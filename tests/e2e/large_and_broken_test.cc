@@ -91,15 +91,17 @@ TEST(E2eBroken, WriteStreamCancelledHalfwayLeavesNothing) {
   ctx.TryCancel();
   EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
 
-  // The abort runs in the daemon after it notices the cancellation.
+  // The abort runs in the daemon after it notices the cancellation: it
+  // deletes the blocks first, then the pending entry. Wait for both.
+  auto pending = [&] { return SharedRedis().Command({"HLEN", "e2e:{" + id + "}:pending"}).at(0); };
   std::vector<std::string> keys_after = DataKeysOf(id);
-  for (int i = 0; i < 250 && keys_after != keys_before; ++i) {
+  for (int i = 0; i < 250 && (keys_after != keys_before || pending() != "0"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     keys_after = DataKeysOf(id);
   }
   EXPECT_EQ(keys_after, keys_before) << "blocks of the broken write were left behind";
   EXPECT_FALSE(td.contains("half"));
-  EXPECT_EQ(SharedRedis().Command({"HLEN", "e2e:{" + id + "}:pending"}).at(0), "0");
+  EXPECT_EQ(pending(), "0");
   client.drop(td.name());
 }
 
