@@ -24,6 +24,8 @@ std::string GlobEscape(std::string_view text) {
 
 std::string KeySchema::Catalog() const { return absl::StrCat(ns_, ":catalog"); }
 
+std::string KeySchema::SchemaChannel() const { return absl::StrCat(ns_, ":schema-changes"); }
+
 std::string KeySchema::DictIdCounter() const { return absl::StrCat(ns_, ":next_dict_id"); }
 std::string KeySchema::UsedBytes() const { return absl::StrCat(ns_, ":used_bytes"); }
 

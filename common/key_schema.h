@@ -39,6 +39,9 @@ class KeySchema {
   std::string Pending(std::string_view dict_id) const;
   std::string BlockPart(std::string_view dict_id, int64_t block, int64_t generation,
                         int64_t part) const;
+  // The pub/sub channel (not a key) on which every script that changes a
+  // dict's schema publishes the dict's id (server/store/schema_watch.h).
+  std::string SchemaChannel() const;
   // Glob matching every data key of one dict (for SCAN in tests and tools).
   std::string DataPattern(std::string_view dict_id) const;
 

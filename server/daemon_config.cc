@@ -240,6 +240,17 @@ std::vector<Setting> Settings() {
          c.sweep_interval = ms(*n);
          return absl::OkStatus();
        }},
+      {"test-schema-event-delay-ms",
+       "for tests only: delay each schema-watch event this long", "0",
+       [](DaemonConfig& c, const std::string& v) {
+         int64_t n = 0;
+         if (!absl::SimpleAtoi(v, &n) || n < 0) {
+           return absl::InvalidArgumentError(
+               StrCat("--test-schema-event-delay-ms: expected a number >= 0, got '", v, "'"));
+         }
+         c.schema_event_delay = ms(n);
+         return absl::OkStatus();
+       }},
       {"shutdown-grace-ms", "on SIGTERM/SIGINT, time in-flight calls get to finish", "10000",
        [](DaemonConfig& c, const std::string& v) {
          auto n = ParsePositive("shutdown-grace-ms", v);

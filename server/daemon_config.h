@@ -50,6 +50,9 @@ struct DaemonConfig {
   std::string ready_file;
   std::chrono::milliseconds shutdown_grace{10000};
   std::chrono::milliseconds sweep_interval{30000};
+  // For tests: each schema change is handed to watchers this much later,
+  // so that a client's copy can be observed before its event arrives.
+  std::chrono::milliseconds schema_event_delay{0};
   // The config file read, if any (for the start-up log line).
   std::string config_file;
   // "debug", "info", "warning" or "error".

@@ -30,6 +30,7 @@
 #include "server/store/dict_store.h"
 #include "server/store/indexed_access.h"
 #include "server/store/lua_scripts.h"
+#include "server/store/schema_watch.h"
 #include "server/store/sweeper.h"
 
 extern char** environ;
@@ -196,7 +197,10 @@ int Run(int argc, char** argv) {
   store::DictStore store(&redis_client, config->store);
   store::Sweeper sweeper(&store, metrics_owner.get());
   sweeper.Start(config->sweep_interval);
-  store::Store store_facade(&store);
+  // Subscribes to schema changes, for WatchSchema (store/schema_watch.h).
+  store::SchemaWatch schema_watch(&store, config->schema_event_delay);
+  schema_watch.Start();
+  store::Store store_facade(&store, &schema_watch);
   service::TdStoreService service(&store_facade, std::move(service_options));
 
   // --- gRPC ---------------------------------------------------------------
@@ -320,6 +324,7 @@ int Run(int argc, char** argv) {
   // period; then the server shuts down without waiting on idle clients.
   health.Stop();
   service.StartDraining();
+  schema_watch.Stop();  // ends every watch stream: clients stop trusting their copies
   if (!service.WaitIdle(std::chrono::system_clock::now() + config->shutdown_grace)) {
     LogWarning("calls still running after --shutdown-grace-ms: cancelling them");
   }

@@ -1,7 +1,8 @@
 -- Makes freshly written generations visible: the commit of a write.
 -- KEYS[1] meta, KEYS[2] leaves, KEYS[3] pending (same slot: {dict_id}).
 -- ARGV[1] n, ARGV[2] mode, then n triples: encoded path, leaf record,
--- generation. Mode 'replace': all leaves flip together or none does.
+-- generation, then the schema-change channel and the dict's id, which is
+-- published on it. Mode 'replace': all leaves flip together or none does.
 -- Mode 'create': only paths that are still absent get their new leaf (the
 -- zero-filled leaves an indexed write creates); a path someone else created
 -- meanwhile keeps theirs, and ours is parked for deletion like a replaced
@@ -50,4 +51,5 @@ for i = 0, n - 1 do
   end
 end
 out[1] = redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('PUBLISH', ARGV[3 + 3 * n], ARGV[4 + 3 * n])
 return out

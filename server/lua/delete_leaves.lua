@@ -1,6 +1,7 @@
 -- Removes leaves, each named exactly or by a prefix (its whole subtree).
 -- KEYS[1] meta, KEYS[2] leaves, KEYS[3] pending (same slot: {dict_id}).
--- ARGV: encoded paths. All are checked before anything is removed.
+-- ARGV[1] the schema-change channel, ARGV[2] the dict's id (published on
+-- it); then the encoded paths. All are checked before anything is removed.
 -- Returns {version, path_1, record_1, ...} of the removed leaves. Their
 -- generations are parked in the pending hash as already expired, as in
 -- commit_leaves.lua: the caller deletes the blocks, then the entries.
@@ -11,7 +12,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deletin
 end
 local all = redis.call('HGETALL', KEYS[2])
 local doomed = {}
-for _, p in ipairs(ARGV) do
+for i = 3, #ARGV do
+  local p = ARGV[i]
   local hit = false
   for i = 1, #all, 2 do
     local f = all[i]
@@ -32,4 +34,5 @@ for f, rec in pairs(doomed) do
   out[#out + 1] = rec
 end
 out[1] = redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('PUBLISH', ARGV[1], ARGV[2])
 return out

@@ -270,6 +270,30 @@ absl::Status ClusterClient::RefreshSlots() { return Refresh(/*wait_for_running=*
 
 absl::Status ClusterClient::RefreshSlotsIfIdle() { return Refresh(/*wait_for_running=*/false); }
 
+absl::StatusOr<std::unique_ptr<Connection>> ClusterClient::ConnectForSubscribe() {
+  std::vector<RedisAddress> candidates;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Node* master : slots_) {
+      if (master != nullptr &&
+          std::none_of(candidates.begin(), candidates.end(), [&](const RedisAddress& a) {
+            return a.host == master->address.host && a.port == master->address.port;
+          })) {
+        candidates.push_back(master->address);
+      }
+    }
+    for (const auto& [_, node] : nodes_) candidates.push_back(node->address);
+  }
+  candidates.insert(candidates.end(), seeds_.begin(), seeds_.end());
+  absl::Status last = absl::UnavailableError("no Redis cluster node known");
+  for (const RedisAddress& address : candidates) {
+    auto conn = Connection::Open(address, options_);
+    if (conn.ok()) return conn;
+    last = conn.status();
+  }
+  return last;
+}
+
 absl::StatusOr<ClusterClient::FetchedMap> ClusterClient::FetchSlots(const Node& node) const {
   ConnectOptions options = options_;
   const std::chrono::milliseconds cap = cluster_options_.slots_io_timeout;

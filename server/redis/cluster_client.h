@@ -89,6 +89,8 @@ class ClusterClient : public RedisClient {
                                     std::chrono::milliseconds timeout) override;
   absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) override;
   std::string Describe() const override;
+  // Tries the nodes it knows (masters first), then the seeds.
+  absl::StatusOr<std::unique_ptr<Connection>> ConnectForSubscribe() override;
 
   // Reads CLUSTER SLOTS again. If another thread is refreshing already,
   // waits for that refresh and returns its outcome. UNAVAILABLE if no known

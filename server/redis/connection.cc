@@ -7,6 +7,7 @@
 #include <sys/time.h>
 
 #include <cctype>
+#include <cerrno>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -251,6 +252,33 @@ absl::Status Connection::Flush() {
     if (redisBufferWrite(ctx_, &done) != REDIS_OK) return TransportError("write");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<Reply>> Connection::NextPushed(std::chrono::milliseconds timeout,
+                                                             int wake_fd) {
+  if (absl::Status s = Flush(); !s.ok()) return s;
+  // A reply already parsed from an earlier read comes first: the socket
+  // may have nothing more to say.
+  auto take_buffered = [&]() -> absl::StatusOr<std::optional<Reply>> {
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) return TransportError("read");
+    if (raw == nullptr) return std::nullopt;
+    if (pending_ > 0) --pending_;
+    events_->OnReply();
+    return std::optional<Reply>(Reply(static_cast<redisReply*>(raw)));
+  };
+  auto buffered = take_buffered();
+  if (!buffered.ok() || buffered->has_value()) return buffered;
+  pollfd p[2]{};
+  p[0].fd = ctx_->fd;
+  p[0].events = POLLIN;
+  p[1].fd = wake_fd;  // poll ignores a negative fd
+  p[1].events = POLLIN;
+  int ready = poll(p, 2, static_cast<int>(timeout.count()));
+  if (ready < 0 && errno != EINTR) return TransportError("poll");
+  if (ready <= 0 || (p[0].revents == 0)) return std::nullopt;
+  if (redisBufferRead(ctx_) != REDIS_OK) return TransportError("read");
+  return take_buffered();
 }
 
 absl::StatusOr<Reply> Connection::GetReply() {

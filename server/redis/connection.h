@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -72,6 +73,15 @@ class Connection {
   // it must not carry a command: one sent there would fail after sending,
   // with its fate unknown. A non-blocking poll(2), no read.
   bool ClosedByPeer() const;
+
+  // For a connection in subscribe mode (SUBSCRIBE sent with Append): the
+  // next thing Redis sent, be it a pushed message or the reply to a command
+  // sent since, waiting up to `timeout` for it, or until `wake_fd` (if >= 0)
+  // becomes readable. nullopt when the time ran out, the wake fd fired or
+  // only part of a reply has arrived; UNAVAILABLE (broken) if the
+  // connection failed. Flushes queued commands first.
+  absl::StatusOr<std::optional<Reply>> NextPushed(std::chrono::milliseconds timeout,
+                                                  int wake_fd = -1);
 
   // WAIT replicas timeout: blocks until `replicas` replicas acknowledged
   // every write sent on this connection. Requires pending() == 0.

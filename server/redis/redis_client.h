@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/redis/connection.h"
 #include "server/redis/reply.h"
 #include "server/redis/script.h"
 
@@ -100,6 +101,11 @@ class RedisClient {
 
   // A new pipeline; see Pipeline.
   virtual absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) = 0;
+
+  // A connection of the caller's own, outside every pool, for a subscriber:
+  // to the server, or to any cluster node that answers (a PUBLISH reaches
+  // every node of a cluster, replicas included). UNAVAILABLE if none does.
+  virtual absl::StatusOr<std::unique_ptr<Connection>> ConnectForSubscribe() = 0;
 
   // "standalone redis://host:port" or similar, for logs and health output
   // (never contains a password).

@@ -111,6 +111,10 @@ absl::StatusOr<std::unique_ptr<Connection>> StandaloneClient::Acquire() {
   return Connection::Open(address_, options_);
 }
 
+absl::StatusOr<std::unique_ptr<Connection>> StandaloneClient::ConnectForSubscribe() {
+  return Connection::Open(address_, options_);
+}
+
 void StandaloneClient::Release(std::unique_ptr<Connection> conn) {
   if (conn == nullptr) return;
   if (conn->broken()) {

@@ -36,6 +36,7 @@ class StandaloneClient : public RedisClient {
       absl::Span<const std::string_view> argv) override;
   absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) override;
   std::string Describe() const override;
+  absl::StatusOr<std::unique_ptr<Connection>> ConnectForSubscribe() override;
 
   // Takes a connection from the pool or opens one. UNAVAILABLE on failure.
   absl::StatusOr<std::unique_ptr<Connection>> Acquire();

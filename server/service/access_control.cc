@@ -100,7 +100,7 @@ absl::StatusOr<AccessControl> AccessControl::Parse(std::string_view text) {
   return out;
 }
 
-absl::StatusOr<const Grant*> AccessControl::Authenticate(const grpc::ServerContext& ctx) const {
+absl::StatusOr<const Grant*> AccessControl::Authenticate(const grpc::ServerContextBase& ctx) const {
   if (grants_.empty()) return nullptr;
   const auto& metadata = ctx.client_metadata();
   auto it = metadata.find("authorization");

@@ -58,7 +58,7 @@ class AccessControl {
   // The caller's grant from its metadata: nullptr when tokens are not
   // enabled (everything allowed). UNAUTHENTICATED for a missing, malformed
   // or unknown token.
-  absl::StatusOr<const Grant*> Authenticate(const grpc::ServerContext& ctx) const;
+  absl::StatusOr<const Grant*> Authenticate(const grpc::ServerContextBase& ctx) const;
 
   // OK if `grant` (nullptr: tokens disabled) may do `access` on dict `name`;
   // PERMISSION_DENIED otherwise.

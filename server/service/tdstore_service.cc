@@ -95,6 +95,20 @@ grpc::Status TdStoreService::Serve(grpc::ServerContext* ctx, const Admission& ad
   return body(*grant);
 }
 
+grpc::ServerWriteReactor<v1::SchemaEvent>* TdStoreService::WatchSchema(
+    grpc::CallbackServerContext* ctx, const v1::WatchSchemaRequest* req) {
+  grpc::Status refusal = grpc::Status::OK;
+  if (draining_.load()) {
+    refusal = grpc::Status(grpc::StatusCode::UNAVAILABLE, "tdstored is shutting down");
+  } else {
+    const std::shared_ptr<const AccessControl> grants = CurrentAccess();
+    auto grant = grants->Authenticate(*ctx);
+    refusal = grant.ok() ? Admit(*grant, req->dict(), Access::kRead)
+                         : AccessToGrpc(grant.status());
+  }
+  return new SchemaWatchStream(store_, *req, refusal);
+}
+
 grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
                                            const v1::GetServerInfoRequest*,
                                            v1::ServerInfo* resp) {
@@ -273,9 +287,12 @@ absl::Status TdStoreService::WriteIndexed(WriteStream& stream, const v1::WriteBe
     v.shape = h.shape;
   }
   *attempted = true;
-  auto written = store_->WriteIndexed({begin.dict(), begin.dict_id()}, *index, values, held);
+  int64_t version = 0;
+  auto written =
+      store_->WriteIndexed({begin.dict(), begin.dict_id()}, *index, values, held, &version);
   if (!written.ok()) return written.status();
   for (const store::Leaf& leaf : *written) ToProto(leaf, resp->add_written());
+  resp->set_version(version);
   return absl::OkStatus();
 }
 
@@ -358,7 +375,8 @@ grpc::Status TdStoreService::DeleteLeaves(grpc::ServerContext* ctx,
     if (!paths.ok()) return ToGrpc(paths.status());
     auto removed = store_->DeleteLeaves({req->dict(), req->dict_id()}, *paths);
     if (!removed.ok()) return ToGrpc(removed.status());
-    for (const LeafPath& p : *removed) ToProto(p, resp->add_deleted());
+    for (const LeafPath& p : removed->paths) ToProto(p, resp->add_deleted());
+    resp->set_version(removed->version);
     return grpc::Status::OK;
   });
 }

@@ -32,6 +32,7 @@
 
 #include "server/service/access_control.h"
 #include "server/service/leaf_streams.h"
+#include "server/service/schema_watch_stream.h"
 #include "server/service/service_limits.h"
 #include "server/service/stream_guard.h"
 #include "server/store/store.h"
@@ -45,7 +46,10 @@ struct ServiceOptions {
   AccessControl access;
 };
 
-class TdStoreService final : public v1::TdStore::Service {
+// WatchSchema is served by the callback API (schema_watch_stream.h), every
+// other RPC by the sync one.
+class TdStoreService final
+    : public v1::TdStore::WithCallbackMethod_WatchSchema<v1::TdStore::Service> {
  public:
   // `store` must outlive the service: its one door to storage.
   explicit TdStoreService(store::Store* store, ServiceOptions options = {});
@@ -95,6 +99,12 @@ class TdStoreService final : public v1::TdStore::Service {
   // with its error and the stream goes on; only a malformed stream ends it.
   grpc::Status AppendRows(grpc::ServerContext* ctx,
                           grpc::ServerReaderWriter<v1::AppendAck, v1::AppendRequest>* stream) override;
+
+  // The schema now and after each change (the proto's "Schema watch"). Not
+  // counted as a call in flight: a watch lives as long as its client keeps
+  // the dict. Refused while draining; the store's watch ends open ones.
+  grpc::ServerWriteReactor<v1::SchemaEvent>* WatchSchema(
+      grpc::CallbackServerContext* ctx, const v1::WatchSchemaRequest* req) override;
 
  private:
   // The forms of WriteLeaves after its WriteBegin: whole leaves, or

@@ -329,7 +329,8 @@ absl::Status DictStore::DeleteDict(const DictRef& ref) {
   // 1. Unpublish, only if the name still means this id (a rename and a new
   //    create in between must not be hit), recording the deletion.
   const std::string catalog = keys_.Catalog();
-  auto unpublished = redis_->Eval(GetScripts().unpublish_dict, {catalog}, {name, *id});
+  auto unpublished = redis_->Eval(GetScripts().unpublish_dict, {catalog},
+                                   {name, *id, keys_.SchemaChannel()});
   if (!unpublished.ok()) return unpublished.status();
   if (auto s = ReplyStatus(*unpublished, "unpublish dict"); !s.ok()) return s;
   if (unpublished->integer() == 0) return NotFound(ref);
@@ -387,7 +388,8 @@ absl::StatusOr<DictSchema> DictStore::RenameDict(const DictRef& ref,
   if (auto s = CheckName(name); !s.ok()) return s;
   if (auto s = CheckName(new_name); !s.ok()) return s;
   const std::string catalog = keys_.Catalog();
-  auto reply = redis_->Eval(GetScripts().rename_dict, {catalog}, {name, new_name, ref.id});
+  auto reply = redis_->Eval(GetScripts().rename_dict, {catalog},
+                            {name, new_name, ref.id, keys_.SchemaChannel()});
   if (!reply.ok()) return reply.status();
   std::string_view tag = ErrorTag(*reply);
   if (tag == "TDNOTFOUND") return NotFound(ref);
@@ -403,8 +405,8 @@ absl::StatusOr<DictSchema> DictStore::RenameDict(const DictRef& ref,
   return Load({new_name, id});
 }
 
-absl::StatusOr<std::vector<LeafPath>> DictStore::DeleteLeaves(const DictRef& ref,
-                                                               const std::vector<LeafPath>& paths) {
+absl::StatusOr<DictStore::Removed> DictStore::DeleteLeaves(const DictRef& ref,
+                                                           const std::vector<LeafPath>& paths) {
   const std::string_view name = ref.name;
   if (paths.empty()) return absl::InvalidArgumentError("no paths to delete");
   std::vector<std::string> encoded;
@@ -417,7 +419,9 @@ absl::StatusOr<std::vector<LeafPath>> DictStore::DeleteLeaves(const DictRef& ref
   const std::string meta_key = keys_.Meta(schema->meta.id);
   const std::string leaves_key = keys_.Leaves(schema->meta.id);
   const std::string pending_key = keys_.Pending(schema->meta.id);
-  std::vector<std::string_view> args(encoded.begin(), encoded.end());
+  const std::string channel = keys_.SchemaChannel();
+  std::vector<std::string_view> args{channel, schema->meta.id};
+  args.insert(args.end(), encoded.begin(), encoded.end());
   auto reply =
       redis_->Eval(GetScripts().delete_leaves, {meta_key, leaves_key, pending_key}, args);
   if (!reply.ok()) return reply.status();
@@ -431,15 +435,16 @@ absl::StatusOr<std::vector<LeafPath>> DictStore::DeleteLeaves(const DictRef& ref
   }
   if (auto s = ReplyStatus(*reply, "delete leaves"); !s.ok()) return s;
 
-  std::vector<LeafPath> removed;
+  Removed removed;
+  removed.version = (*reply)[0].integer();
   for (size_t i = 1; i + 1 < reply->size(); i += 2) {
     auto path = DecodePath((*reply)[i].str());
     auto record = DecodeLeafRecord((*reply)[i + 1].str());
     if (!path.ok() || !record.ok()) continue;
     if (auto s = DropRetired(schema->meta, *record); !s.ok()) return s;
-    removed.push_back(*std::move(path));
+    removed.paths.push_back(*std::move(path));
   }
-  std::sort(removed.begin(), removed.end());
+  std::sort(removed.paths.begin(), removed.paths.end());
   return removed;
 }
 

@@ -151,9 +151,13 @@ class DictStore {
 
   // Removes leaves (each path a leaf or a nested prefix) and their blocks.
   // NOT_FOUND naming the first path that matches nothing; then nothing is
-  // removed. Returns the removed leaves' paths, sorted.
-  absl::StatusOr<std::vector<LeafPath>> DeleteLeaves(const DictRef& ref,
-                                                     const std::vector<LeafPath>& paths);
+  // removed. Returns the removed leaves' paths, sorted, and the schema
+  // version the removal made.
+  struct Removed {
+    std::vector<LeafPath> paths;
+    int64_t version = 0;
+  };
+  absl::StatusOr<Removed> DeleteLeaves(const DictRef& ref, const std::vector<LeafPath>& paths);
 
   // Deletes every key of one generation of one leaf (pipelined UNLINKs).
   // Deleting keys that are already gone is fine.

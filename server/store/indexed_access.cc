@@ -205,7 +205,8 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const Dic
 absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const DictRef& ref,
                                                      const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values,
-                                                     MemoryBudget::Lease& lease) {
+                                                     MemoryBudget::Lease& lease,
+                                                     int64_t* version) {
   if (values.empty()) return absl::InvalidArgumentError("an indexed write needs a value");
   std::vector<Leaf> written;
   // Redone from a fresh schema when the probe finds the cached one stale:
@@ -257,6 +258,7 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const Dic
       to_write.push_back({leaf, (*planned)[i].bytes()});
       written.push_back(*leaf);
     }
+    if (version != nullptr) *version = schema->meta.version;
     return WriteIndexed(*store, *schema, *resolved, to_write, probe);
   });
   if (!status.ok()) return status;

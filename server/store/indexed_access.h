@@ -63,7 +63,9 @@ struct IndexedWriteValue {
 
 // td[index] = value for each value; missing leaves are created zero-filled
 // (element shape = the value's dims after the indexed batch dims) first.
-// Returns the leaves written (their records as stored).
+// Returns the leaves written (their records as stored); `*version`, if
+// given, is set to the schema version the write was made at (after the
+// leaves it created, if any).
 //
 // `lease` is the caller's share of store->budget(), holding what it leased
 // for `values` as they arrived; the write grows it to what it needs (see
@@ -71,7 +73,8 @@ struct IndexedWriteValue {
 absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const DictRef& ref,
                                                      const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values,
-                                                     MemoryBudget::Lease& lease);
+                                                     MemoryBudget::Lease& lease,
+                                                     int64_t* version = nullptr);
 // The same, leasing everything itself.
 absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const DictRef& ref,
                                                      const plan::IndexSpec& index,

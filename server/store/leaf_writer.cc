@@ -275,6 +275,8 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
     args.push_back(EncodeLeafRecord(p.leaf.record));
     args.push_back(StrCat(p.leaf.record.generation));
   }
+  args.push_back(keys.SchemaChannel());
+  args.push_back(id);
   std::vector<std::string_view> argv(args.begin(), args.end());
   auto reply = store_->redis().EvalDurable(
       GetScripts().commit_leaves, {keys.Meta(id), keys.Leaves(id), keys.Pending(id)}, argv,

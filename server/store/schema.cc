@@ -66,35 +66,19 @@ absl::StatusOr<std::vector<const Leaf*>> DictSchema::Select(
   return out;
 }
 
+std::vector<LeafPath> DictSchema::LeafPaths() const {
+  std::vector<LeafPath> paths;
+  paths.reserve(leaves.size());
+  for (const auto& [_, leaf] : leaves) paths.push_back(leaf.path);
+  return paths;
+}
+
 DictSchema::PathKind DictSchema::Classify(const LeafPath& path) const {
-  if (Find(path) != nullptr) return PathKind::kLeaf;
-  return Under(path).empty() ? PathKind::kAbsent : PathKind::kNode;
+  return ClassifyPath(LeafPaths(), path);
 }
 
 std::vector<LeafPath> DictSchema::Keys(bool include_nested, bool leaves_only) const {
-  std::map<std::string, LeafPath> keys;  // encoded -> path, sorted and unique
-  for (const auto& [encoded, leaf] : leaves) {
-    const LeafPath& p = leaf.path;
-    if (!include_nested) {
-      // Top level only: a one-component path is a leaf; a longer one
-      // contributes its first component as a sub-dict key.
-      if (p.size() == 1 || !leaves_only) {
-        LeafPath top{p[0]};
-        keys.emplace(EncodePath(top), top);
-      }
-      continue;
-    }
-    keys.emplace(encoded, p);
-    if (leaves_only) continue;
-    for (size_t n = 1; n < p.size(); ++n) {
-      LeafPath node(p.begin(), p.begin() + n);
-      keys.emplace(EncodePath(node), node);
-    }
-  }
-  std::vector<LeafPath> out;
-  out.reserve(keys.size());
-  for (auto& [_, p] : keys) out.push_back(std::move(p));
-  return out;
+  return ListKeys(LeafPaths(), include_nested, leaves_only);
 }
 
 namespace {

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "common/block_layout.h"
 #include "common/dtype.h"
+#include "common/key_listing.h"
 #include "common/path.h"
 #include "common/records.h"
 #include "common/shape.h"
@@ -77,12 +78,12 @@ struct DictSchema {
   // naming the first path that matches nothing.
   absl::StatusOr<std::vector<const Leaf*>> Select(const std::vector<LeafPath>& paths) const;
 
-  enum class PathKind { kAbsent, kLeaf, kNode };
-  PathKind Classify(const LeafPath& path) const;
+  // Every leaf's path, in path order.
+  std::vector<LeafPath> LeafPaths() const;
 
-  // As TensorDict.keys(include_nested, leaves_only): top-level keys only
-  // unless include_nested; sub-dict keys omitted when leaves_only. Sorted by
-  // encoded path.
+  // common/key_listing.h's rules over LeafPaths().
+  using PathKind = tdstore::PathKind;
+  PathKind Classify(const LeafPath& path) const;
   std::vector<LeafPath> Keys(bool include_nested, bool leaves_only) const;
 };
 

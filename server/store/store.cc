@@ -57,8 +57,19 @@ absl::StatusOr<DictSchema> Store::RenameDict(const DictRef& ref, std::string_vie
   return dicts_->RenameDict(ref, new_name);
 }
 
-absl::StatusOr<std::vector<LeafPath>> Store::DeleteLeaves(const DictRef& ref,
-                                                          const std::vector<LeafPath>& paths) {
+absl::StatusOr<uint64_t> Store::Watch(const DictRef& ref, SchemaWatch::Listener listener) {
+  if (watch_ == nullptr) return absl::UnimplementedError("this store has no schema watch");
+  if (ref.id.empty()) return absl::InvalidArgumentError("a schema watch needs the dict's id");
+  if (auto s = ValidateDictName(ref.name); !s.ok()) return s;
+  return watch_->Watch(ref, std::move(listener));
+}
+
+void Store::Unwatch(uint64_t token) {
+  if (watch_ != nullptr) watch_->Unwatch(token);
+}
+
+absl::StatusOr<DictStore::Removed> Store::DeleteLeaves(const DictRef& ref,
+                                                       const std::vector<LeafPath>& paths) {
   return dicts_->DeleteLeaves(ref, paths);
 }
 
@@ -84,8 +95,9 @@ absl::StatusOr<IndexedReadResult> Store::ReadIndexed(const DictRef& ref,
 absl::StatusOr<std::vector<Leaf>> Store::WriteIndexed(const DictRef& ref,
                                                       const plan::IndexSpec& index,
                                                       const std::vector<IndexedWriteValue>& values,
-                                                      MemoryBudget::Lease& lease) {
-  return WriteIndexedLeaves(dicts_, ref, index, values, lease);
+                                                      MemoryBudget::Lease& lease,
+                                                      int64_t* version) {
+  return WriteIndexedLeaves(dicts_, ref, index, values, lease, version);
 }
 
 }  // namespace tdstore::store

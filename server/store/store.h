@@ -35,13 +35,16 @@
 #include "server/store/indexed_access.h"
 #include "server/store/leaf_reader.h"
 #include "server/store/leaf_writer.h"
+#include "server/store/schema_watch.h"
 
 namespace tdstore::store {
 
 class Store {
  public:
-  // `dicts` must outlive the store.
-  explicit Store(DictStore* dicts) : dicts_(dicts) {}
+  // `dicts` and `watch` must outlive the store; without a watch, Watch is
+  // UNIMPLEMENTED.
+  explicit Store(DictStore* dicts, SchemaWatch* watch = nullptr)
+      : dicts_(dicts), watch_(watch) {}
 
   const StoreOptions& options() const { return dicts_->options(); }
   // The budget every buffer of call data is leased from.
@@ -80,8 +83,8 @@ class Store {
   absl::Status DeleteDict(const DictRef& ref);
   absl::StatusOr<DictSchema> RenameDict(const DictRef& ref, std::string_view new_name);
   // Removes the leaves and subtrees `paths` name; all or none.
-  absl::StatusOr<std::vector<LeafPath>> DeleteLeaves(const DictRef& ref,
-                                                     const std::vector<LeafPath>& paths);
+  absl::StatusOr<DictStore::Removed> DeleteLeaves(const DictRef& ref,
+                                                  const std::vector<LeafPath>& paths);
 
   // Whole leaves under `paths` (all when empty) into `sink`, each at one
   // generation (leaf_reader.h).
@@ -92,12 +95,23 @@ class Store {
   // (indexed_access.h). `lease` holds what the caller leased for `values`.
   absl::StatusOr<IndexedReadResult> ReadIndexed(const DictRef& ref, const plan::IndexSpec& index,
                                                 const std::vector<LeafPath>& paths) const;
+  // `*version` (if given): the schema version written at (indexed_access.h).
   absl::StatusOr<std::vector<Leaf>> WriteIndexed(const DictRef& ref, const plan::IndexSpec& index,
                                                  const std::vector<IndexedWriteValue>& values,
-                                                 MemoryBudget::Lease& lease);
+                                                 MemoryBudget::Lease& lease,
+                                                 int64_t* version = nullptr);
+
+  // Tells `listener` the dict's schema now and after every change, made
+  // through any daemon (schema_watch.h says what it is told, and when).
+  // Returns a token for Unwatch. INVALID_ARGUMENT without an id;
+  // RESOURCE_EXHAUSTED past the watcher limit; UNAVAILABLE while shutting
+  // down.
+  absl::StatusOr<uint64_t> Watch(const DictRef& ref, SchemaWatch::Listener listener);
+  void Unwatch(uint64_t token);
 
  private:
   DictStore* const dicts_;
+  SchemaWatch* const watch_;
 };
 
 }  // namespace tdstore::store

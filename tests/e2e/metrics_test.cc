@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "tdstore/client.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/metrics_scrape.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/test_redis.h"
@@ -46,113 +47,6 @@ bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// GET `url` ("http://127.0.0.1:PORT/path") over a plain socket, HTTP/1.0 so
-// the server closes when done. The body; a test failure and "" unless the
-// status is 200.
-std::string HttpGet(const std::string& url) {
-  const std::string prefix = "http://";
-  if (url.rfind(prefix, 0) != 0) {
-    ADD_FAILURE() << "not an http:// URL: " << url;
-    return "";
-  }
-  const std::string rest = url.substr(prefix.size());
-  const size_t colon = rest.find(':');
-  const size_t slash = rest.find('/');
-  if (colon == std::string::npos || slash == std::string::npos || slash < colon) {
-    ADD_FAILURE() << "expected http://HOST:PORT/PATH, got " << url;
-    return "";
-  }
-  const std::string host = rest.substr(0, colon);
-  const int port = std::stoi(rest.substr(colon + 1, slash - colon - 1));
-  const std::string path = rest.substr(slash);
-
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (fd < 0 || inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
-      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ADD_FAILURE() << "cannot connect to " << url;
-    if (fd >= 0) close(fd);
-    return "";
-  }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + host + "\r\n\r\n";
-  if (send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
-    ADD_FAILURE() << "cannot send the request to " << url;
-  }
-  std::string response;
-  char buf[8192];
-  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) response.append(buf, n);
-  close(fd);
-
-  const size_t body = response.find("\r\n\r\n");
-  const std::string status_line = response.substr(0, response.find("\r\n"));
-  if (body == std::string::npos || !Contains(status_line, " 200 ")) {
-    ADD_FAILURE() << "GET " << url << ": " << status_line;
-    return "";
-  }
-  return response.substr(body + 4);
-}
-
-// One scrape: series ("name{label="value",...}" as exposed) -> value.
-class Scrape {
- public:
-  explicit Scrape(const std::string& url) : text_(HttpGet(url)) {
-    std::istringstream in(text_);
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty() || line[0] == '#') continue;
-      const size_t space = line.rfind(' ');
-      if (space == std::string::npos) continue;
-      series_[line.substr(0, space)] = std::stod(line.substr(space + 1));
-    }
-  }
-
-  // The series `name` with exactly these labels (prometheus-cpp writes them
-  // sorted by name, as std::map iterates); 0 if absent, as for a counter
-  // never touched.
-  double Value(const std::string& name,
-               const std::map<std::string, std::string>& labels = {}) const {
-    std::string key = name;
-    if (!labels.empty()) {
-      key += "{";
-      for (const auto& [k, v] : labels) {
-        if (key.back() != '{') key += ",";
-        key += k + "=\"" + v + "\"";
-      }
-      key += "}";
-    }
-    auto it = series_.find(key);
-    return it == series_.end() ? 0 : it->second;
-  }
-  // Sum over every series of `name` (any labels).
-  double Sum(const std::string& name) const {
-    double sum = 0;
-    for (const auto& [key, value] : series_) {
-      if (key == name || key.rfind(name + "{", 0) == 0) sum += value;
-    }
-    return sum;
-  }
-  // A series by its exact text, e.g. a histogram bucket, whose `le` label
-  // comes last: `h_bucket{method="m",le="+Inf"}`. 0 if absent.
-  double Raw(const std::string& series) const {
-    auto it = series_.find(series);
-    return it == series_.end() ? 0 : it->second;
-  }
-  // The values of every labelled series of `name`.
-  std::vector<double> All(const std::string& name) const {
-    std::vector<double> values;
-    for (const auto& [key, value] : series_) {
-      if (key.rfind(name + "{", 0) == 0) values.push_back(value);
-    }
-    return values;
-  }
-
-  const std::string& text() const { return text_; }
-
- private:
-  std::string text_;
-  std::map<std::string, double> series_;
-};
 
 std::map<std::string, std::string> Call(const std::string& method, const std::string& code) {
   return {{"method", kService + method}, {"code", code}};

@@ -253,7 +253,10 @@ TEST_F(StoreTest, MultiLeafWriteAndNestedPaths) {
 
   auto removed = store_->DeleteLeaves("d", {{"next"}});
   ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_EQ(*removed, (std::vector<LeafPath>{{"next", "done"}, {"next", "obs"}}));
+  EXPECT_EQ(removed->paths, (std::vector<LeafPath>{{"next", "done"}, {"next", "obs"}}));
+  auto after = store_->LoadDict("d");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(removed->version, after->meta.version);
   EXPECT_EQ(DataKeys().size(), 2u);  // only obs' two blocks remain
   EXPECT_EQ(store_->DeleteLeaves("d", {{"next"}}).status().code(), absl::StatusCode::kNotFound);
 }

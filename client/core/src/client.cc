@@ -89,6 +89,7 @@ Client::Impl::Impl(std::string address_in, ClientOptions options_in)
   CheckOptions(address, options);
   channel = MakeChannel(address, options);
   stub = v1::TdStore::NewStub(channel);
+  if (options.watch_schemas) schemas = std::make_unique<SchemaCopies>(this);
 }
 
 void Client::Impl::Prepare(grpc::ClientContext* context,
@@ -156,6 +157,8 @@ void Client::drop(const std::string& name) const {
   v1::DeleteDictRequest request;
   request.set_name(name);
   v1::DeleteDictResponse response;
+  // Whatever the outcome, copies under this name are no longer trusted.
+  if (impl_->schemas != nullptr) impl_->schemas->NameEnded(name);
   impl_->Call(&v1::TdStore::Stub::DeleteDict, request, &response, Retrier::kOnlyIfNothingApplied);
 }
 
@@ -164,6 +167,7 @@ void Client::rename(const std::string& name, const std::string& new_name) const 
   request.set_name(name);
   request.set_new_name(new_name);
   v1::DictInfo info;
+  if (impl_->schemas != nullptr) impl_->schemas->NameEnded(name);
   impl_->Call(&v1::TdStore::Stub::RenameDict, request, &info, Retrier::kOnlyIfNothingApplied);
 }
 

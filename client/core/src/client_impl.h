@@ -12,6 +12,7 @@
 #include <string>
 
 #include "client/core/src/retry.h"
+#include "client/core/src/schema_copies.h"
 #include "tdstore/core.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
@@ -45,6 +46,9 @@ struct Client::Impl {
   const ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::TdStore::Stub> stub;
+  // Watched schema copies (null when options.watch_schemas is off).
+  // Declared last: its streams end before the stub and channel go.
+  std::unique_ptr<SchemaCopies> schemas;
 };
 
 }  // namespace tdstore::core

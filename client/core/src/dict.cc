@@ -3,20 +3,75 @@
 #include "client/core/src/convert.h"
 #include "client/core/src/handle.h"
 #include "client/core/src/leaf_streams.h"
+#include "common/key_listing.h"
 
 namespace tdstore::core {
 
 Client Dict::client() const { return Client(impl_); }
 
+namespace {
+
+// The codes of a refusal that changed nothing (docs/protocol.md); any
+// other failure may have changed the schema.
+bool ChangedNothing(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kResourceExhausted:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::vector<LeafPath> LeafPathsOf(const DictInfo& info) {
+  std::vector<LeafPath> paths;
+  paths.reserve(info.leaves.size());
+  for (const LeafMeta& leaf : info.leaves) paths.push_back(leaf.path.parts());
+  return paths;
+}
+
+}  // namespace
+
+std::optional<DictInfo> Dict::TrustedSchema() const {
+  if (impl_->schemas == nullptr) return std::nullopt;
+  return impl_->schemas->Trusted(name_, id_);
+}
+
 void Dict::write(const std::vector<LeafData>& leaves, const WriteOptions& options) const {
-  WriteLeaves(*impl_, name_, id_, leaves, options);
+  SchemaCopies* copies = impl_->schemas.get();
+  v1::WriteLeavesResponse response;
+  try {
+    response = WriteLeaves(*impl_, name_, id_, leaves, options);
+  } catch (const Error& e) {
+    if (copies != nullptr && !ChangedNothing(e.code())) copies->Unsure(name_, id_);
+    throw;
+  }
+  if (copies == nullptr || leaves.empty()) return;
+  // Whole or indexed, `written` holds every leaf the write touched as it is
+  // now (an indexed write's version moved only if it created some).
+  std::vector<LeafMeta> written;
+  written.reserve(response.written_size());
+  for (const v1::LeafInfo& leaf : response.written()) written.push_back(FromProto(leaf));
+  copies->Wrote(name_, id_, response.version(), written);
 }
 
 void Dict::read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options) const {
   ReadLeaves(*impl_, name_, id_, paths, sink, options);
 }
 
+
 std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) const {
+  if (std::optional<DictInfo> info = TrustedSchema()) {
+    std::vector<Key> keys;
+    for (LeafPath& p : ListKeys(LeafPathsOf(*info), include_nested, leaves_only)) {
+      keys.emplace_back(std::move(p));
+    }
+    return keys;
+  }
   v1::ListKeysRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -31,6 +86,11 @@ std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) const {
 }
 
 bool Dict::contains(const Key& path) const {
+  if (std::optional<DictInfo> info = TrustedSchema()) {
+    if (!path.parts().empty()) {  // an empty path is tdstored's to refuse
+      return ClassifyPath(LeafPathsOf(*info), path.parts()) != PathKind::kAbsent;
+    }
+  }
   v1::ExistsRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -46,8 +106,20 @@ void Dict::erase(const Key& path) const {
   request.set_dict_id(id_);
   ToProto(path, request.add_paths());
   v1::DeleteLeavesResponse response;
-  impl_->Call(&v1::TdStore::Stub::DeleteLeaves, request, &response,
-              Retrier::kOnlyIfNothingApplied);
+  try {
+    impl_->Call(&v1::TdStore::Stub::DeleteLeaves, request, &response,
+                Retrier::kOnlyIfNothingApplied);
+  } catch (const Error& e) {
+    if (impl_->schemas != nullptr && !ChangedNothing(e.code())) {
+      impl_->schemas->Unsure(name_, id_);
+    }
+    throw;
+  }
+  if (impl_->schemas != nullptr) {
+    std::vector<Key> removed;
+    for (const v1::Path& p : response.deleted()) removed.push_back(FromProto(p));
+    impl_->schemas->Removed(name_, id_, response.version(), removed);
+  }
   // A server that treats an absent path as nothing to do still gets the
   // documented NOT_FOUND.
   if (response.deleted_size() == 0) {
@@ -57,6 +129,7 @@ void Dict::erase(const Key& path) const {
 }
 
 DictInfo Dict::describe() const {
+  if (std::optional<DictInfo> info = TrustedSchema()) return *std::move(info);
   v1::DescribeDictRequest request;
   request.set_name(name_);
   request.set_dict_id(id_);
@@ -70,6 +143,7 @@ void Dict::drop() const {
   request.set_name(name_);
   request.set_dict_id(id_);
   v1::DeleteDictResponse response;
+  if (impl_->schemas != nullptr) impl_->schemas->NameEnded(name_);
   impl_->Call(&v1::TdStore::Stub::DeleteDict, request, &response, Retrier::kOnlyIfNothingApplied);
 }
 

@@ -250,7 +250,7 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
 
 }  // namespace
 
-void WriteLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
+v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
                  const std::vector<LeafData>& leaves, const WriteOptions& options) {
   std::vector<v1::DType> dtypes;
   dtypes.reserve(leaves.size());
@@ -264,7 +264,7 @@ void WriteLeaves(const Client::Impl& impl, const std::string& dict, const std::s
   CheckRequestSize(begin);
   // Nothing to write is not worth a call (and has nothing to make visible);
   // the index above is still checked.
-  if (leaves.empty()) return;
+  if (leaves.empty()) return {};
 
   // Writing the same values again leaves the same state, so a write that
   // failed UNAVAILABLE (whatever it did) is simply sent again.
@@ -273,7 +273,7 @@ void WriteLeaves(const Client::Impl& impl, const std::string& dict, const std::s
     WriteStream stream;
     impl.Prepare(&stream.context, retry.deadline());
     grpc::Status status = WriteOnce(impl, begin, leaves, dtypes, options.progress, stream);
-    if (status.ok()) return;
+    if (status.ok()) return std::move(stream.response);
     if (!retry.Again(status, Retrier::kIdempotent, stream.context)) impl.Fail(status);
   }
 }

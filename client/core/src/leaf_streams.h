@@ -16,8 +16,10 @@ namespace tdstore::core {
 
 // Dict::write (core.h): every leaf in one WriteLeaves stream, visible
 // together when it ends, or none is. Retried on UNAVAILABLE within
-// retry_for: writing the same values again leaves the same state.
-void WriteLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
+// retry_for: writing the same values again leaves the same state. Returns
+// tdstored's answer (the leaves written, the schema version after); an
+// empty list makes no call and returns an empty answer.
+v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
                  const std::vector<LeafData>& leaves, const WriteOptions& options);
 
 // Dict::read (core.h).

@@ -285,7 +285,7 @@ ClientOptions MakeOptions(const std::string& token, bool tls, const std::string&
                           const std::string& tls_client_cert_pem,
                           const std::string& tls_client_key_pem,
                           const std::string& tls_server_name, double timeout, double retry_for,
-                          int64_t chunk_bytes) {
+                          int64_t chunk_bytes, bool watch_schemas) {
   ClientOptions options;
   options.token = token;
   options.tls = tls;
@@ -296,6 +296,7 @@ ClientOptions MakeOptions(const std::string& token, bool tls, const std::string&
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
   options.retry_for = std::chrono::milliseconds(static_cast<int64_t>(retry_for * 1000));
   options.chunk_bytes = chunk_bytes;
+  options.watch_schemas = watch_schemas;
   return options;
 }
 
@@ -368,15 +369,16 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init([](const std::string& address, const std::string& token, bool tls,
                        const std::string& ca, const std::string& cert, const std::string& key,
                        const std::string& server_name, double timeout, double retry_for,
-                       int64_t chunk_bytes) {
+                       int64_t chunk_bytes, bool watch_schemas) {
              return core::Client(address, MakeOptions(token, tls, ca, cert, key, server_name,
-                                                      timeout, retry_for, chunk_bytes));
+                                                      timeout, retry_for, chunk_bytes,
+                                                      watch_schemas));
            }),
            py::arg("address"), py::kw_only(), py::arg("token") = "", py::arg("tls") = false,
            py::arg("tls_root_ca_pem") = "", py::arg("tls_client_cert_pem") = "",
            py::arg("tls_client_key_pem") = "", py::arg("tls_server_name") = "",
            py::arg("timeout") = 600.0, py::arg("retry_for") = 30.0,
-           py::arg("chunk_bytes") = 1 << 20)
+           py::arg("chunk_bytes") = 1 << 20, py::arg("watch_schemas") = true)
       .def_property_readonly("address", &core::Client::address)
       .def(
           "create",
@@ -425,9 +427,9 @@ PYBIND11_MODULE(_native, m) {
       "open_handle",
       [](const std::string& handle, const std::string& token, bool tls, const std::string& ca,
          const std::string& cert, const std::string& key, const std::string& server_name,
-         double timeout, double retry_for, int64_t chunk_bytes) {
-        const ClientOptions options =
-            MakeOptions(token, tls, ca, cert, key, server_name, timeout, retry_for, chunk_bytes);
+         double timeout, double retry_for, int64_t chunk_bytes, bool watch_schemas) {
+        const ClientOptions options = MakeOptions(token, tls, ca, cert, key, server_name,
+                                                  timeout, retry_for, chunk_bytes, watch_schemas);
         py::gil_scoped_release nogil;
         return core::Client::open_handle(handle, options);
       },
@@ -435,7 +437,7 @@ PYBIND11_MODULE(_native, m) {
       py::arg("tls_root_ca_pem") = "", py::arg("tls_client_cert_pem") = "",
       py::arg("tls_client_key_pem") = "", py::arg("tls_server_name") = "",
       py::arg("timeout") = 600.0, py::arg("retry_for") = 30.0,
-      py::arg("chunk_bytes") = 1 << 20);
+      py::arg("chunk_bytes") = 1 << 20, py::arg("watch_schemas") = true);
 
   py::class_<core::Appender>(m, "Appender")
       .def(

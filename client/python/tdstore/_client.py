@@ -19,6 +19,7 @@ CLIENT_OPTIONS = (
     "timeout",
     "retry_for",
     "chunk_bytes",
+    "watch_schemas",
 )
 
 
@@ -43,13 +44,17 @@ class Client:
 
     ``Client(addr=None, *, token="", tls=False, tls_root_ca_pem="",
     tls_client_cert_pem="", tls_client_key_pem="", tls_server_name="",
-    timeout=600.0, retry_for=30.0, chunk_bytes=1 << 20)``
+    timeout=600.0, retry_for=30.0, chunk_bytes=1 << 20, watch_schemas=True)``
 
     ``addr`` is ``host:port`` or ``unix:///path.sock``; it defaults to
     ``$TDSTORE_ADDR``, then ``127.0.0.1:50051``. Nothing connects until the
     first call; gRPC reconnects after failures. ``timeout`` (seconds) bounds
     each call; ``retry_for`` (seconds) is how long UNAVAILABLE calls are
-    retried (docs/protocol.md, *Retries*). Thread-safe: share one Client
+    retried (docs/protocol.md, *Retries*). ``watch_schemas`` answers
+    ``keys()``, ``in`` and the dtypes and shapes a write needs from a schema
+    copy that tdstored keeps current over a watch stream, with no round trip
+    (docs/python.md, *Schema watch*); False asks tdstored every time.
+    Thread-safe: share one Client
     between threads.
 
     Methods return native ``Dict`` objects (``create``/``open``) that

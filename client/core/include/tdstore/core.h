@@ -127,6 +127,13 @@ struct ClientOptions {
   // The name tdstored's certificate must carry, when it differs from the
   // address' host (e.g. connecting by IP to a certificate for "tdstored").
   std::string tls_server_name;
+
+  // Answer keys(), contains() and describe() from a schema copy that a
+  // WatchSchema stream keeps current (one stream per dict asked about), with
+  // no round trip. Another client's change is seen once its event arrives
+  // (a pub/sub hop after it; this client's own changes at once). false:
+  // every such call asks tdstored.
+  bool watch_schemas = true;
 };
 
 struct CreateOptions {
@@ -376,6 +383,8 @@ class Dict {
 
  private:
   friend class Client;
+  // The watched schema copy, when one is trusted (ClientOptions::watch_schemas).
+  std::optional<DictInfo> TrustedSchema() const;
   Dict(std::shared_ptr<Client::Impl> impl, std::string name, std::string id)
       : impl_(std::move(impl)), name_(std::move(name)), id_(std::move(id)) {}
   std::shared_ptr<Client::Impl> impl_;

@@ -1,0 +1,103 @@
+// The client's copies of dict schemas, each proven current by a
+// WatchSchema stream, so that keys(), contains() and describe() cost no
+// round trip (the proto's "Schema watch").
+//
+// When a copy may be trusted: its stream is open, and the copy is the last
+// schema the stream sent, or one this client derived from a trusted copy
+// by its own change, whose response named the very next version. Not
+// trusted (callers make the round trip instead):
+//   - before the stream's first event, and after the stream ended (the
+//     daemon lost its Redis subscription, restarted, or the dict is gone);
+//   - after a change by this client it cannot derive (one that failed with
+//     its outcome unknown, or that came while the copy was not trusted),
+//     until the stream reports that version or a newer one.
+// Another client's change becomes visible here when its event arrives:
+// the daemon publishes it in the same Redis step as the change, so this
+// lags the change by a pub/sub hop and a schema load (sub-millisecond on
+// one machine), never more while the stream is open.
+//
+// A stream is started by the first Trusted() miss for a dict and lives
+// until the Client's last copy goes away. Thread-safe; the gRPC callbacks
+// run on gRPC's threads.
+#ifndef TDSTORE_CLIENT_CORE_SRC_SCHEMA_COPIES_H_
+#define TDSTORE_CLIENT_CORE_SRC_SCHEMA_COPIES_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tdstore/core.h"
+#include "tdstore/v1/tdstore.grpc.pb.h"
+
+namespace tdstore::core {
+
+class SchemaCopies {
+ public:
+  // `impl` (its stub and options) must outlive this object.
+  explicit SchemaCopies(const Client::Impl* impl) : impl_(impl) {}
+  // Cancels every stream and waits until gRPC is done with them.
+  ~SchemaCopies();
+  SchemaCopies(const SchemaCopies&) = delete;
+  SchemaCopies& operator=(const SchemaCopies&) = delete;
+
+  // The dict's schema if a trusted copy exists; otherwise nullopt, after
+  // starting its watch if none runs.
+  std::optional<DictInfo> Trusted(const std::string& name, const std::string& id);
+
+  // The calls below are this client's own changes to the dict `name`, `id`.
+
+  // This client's write left the schema at `version`, writing `written`
+  // (every leaf it touched, as it is now: added, replaced, or created by an
+  // indexed write). If the copy was trusted at version - 1, it is updated
+  // and stays trusted; at `version` already, nothing changes; otherwise it
+  // is not trusted until the stream reports `version`.
+  void Wrote(const std::string& name, const std::string& id, int64_t version,
+             const std::vector<LeafMeta>& written);
+  // This client removed `removed` (leaves or subtrees) at `version`; as Wrote.
+  void Removed(const std::string& name, const std::string& id, int64_t version,
+               const std::vector<Key>& removed);
+  // This client deletes or renames the dict `name` (whichever id it has):
+  // from now on no copy under that name is trusted before its stream
+  // reports a newer version (a delete or rename that failed changed nothing,
+  // and the copy stays untrusted; calls ask tdstored).
+  void NameEnded(const std::string& name);
+  // A change by this client failed in a way that may have changed the
+  // schema anyway (UNAVAILABLE, DEADLINE_EXCEEDED, ...): no trust until the
+  // stream reports a version newer than the copy's.
+  void Unsure(const std::string& name, const std::string& id);
+
+ private:
+  class Stream;  // one WatchSchema call
+  // A copy per (name, id): a rename makes the old name's copy gone while
+  // the new name's is fresh.
+  struct Copy {
+    std::optional<DictInfo> info;  // the newest schema known
+    int64_t trusted_from = 0;      // info is trusted only at this version or later
+    Stream* stream = nullptr;      // the open watch, if any
+    bool gone = false;             // the dict was deleted or renamed: never watched again
+    std::chrono::steady_clock::time_point ended{};  // when the last stream ended
+  };
+  static std::string KeyOf(const std::string& name, const std::string& id);
+  static bool IsTrusted(const Copy& copy);
+  // From the streams (gRPC threads); `key` is KeyOf.
+  void OnEvent(const std::string& key, const v1::SchemaEvent& event);
+  // The stream's last read failed: it is over, and no longer cancelled.
+  void Finishing(const std::string& key, Stream* stream);
+  // The stream is gone (deleted).
+  void OnEnded();
+
+  const Client::Impl* const impl_;
+  std::mutex mu_;
+  std::condition_variable streams_ended_;
+  std::map<std::string, Copy> copies_;  // by KeyOf; guarded by mu_
+  int streams_ = 0;                     // open streams; guarded by mu_
+  bool closing_ = false;                // guarded by mu_
+};
+
+}  // namespace tdstore::core
+
+#endif  // TDSTORE_CLIENT_CORE_SRC_SCHEMA_COPIES_H_
