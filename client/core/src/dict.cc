@@ -36,8 +36,8 @@ std::vector<LeafPath> LeafPathsOf(const DictInfo& info) {
 
 }  // namespace
 
-std::optional<DictInfo> Dict::TrustedSchema() const {
-  if (impl_->schemas == nullptr) return std::nullopt;
+std::shared_ptr<const DictInfo> Dict::TrustedSchema() const {
+  if (impl_->schemas == nullptr) return nullptr;
   return impl_->schemas->Trusted(name_, id_);
 }
 
@@ -65,7 +65,7 @@ void Dict::read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions
 
 
 std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) const {
-  if (std::optional<DictInfo> info = TrustedSchema()) {
+  if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
     std::vector<Key> keys;
     for (LeafPath& p : ListKeys(LeafPathsOf(*info), include_nested, leaves_only)) {
       keys.emplace_back(std::move(p));
@@ -86,7 +86,7 @@ std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) const {
 }
 
 bool Dict::contains(const Key& path) const {
-  if (std::optional<DictInfo> info = TrustedSchema()) {
+  if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
     if (!path.parts().empty()) {  // an empty path is tdstored's to refuse
       return ClassifyPath(LeafPathsOf(*info), path.parts()) != PathKind::kAbsent;
     }
@@ -129,7 +129,7 @@ void Dict::erase(const Key& path) const {
 }
 
 DictInfo Dict::describe() const {
-  if (std::optional<DictInfo> info = TrustedSchema()) return *std::move(info);
+  if (std::shared_ptr<const DictInfo> info = TrustedSchema()) return *info;
   v1::DescribeDictRequest request;
   request.set_name(name_);
   request.set_dict_id(id_);

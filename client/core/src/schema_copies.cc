@@ -82,15 +82,16 @@ std::string SchemaCopies::KeyOf(const std::string& name, const std::string& id) 
 }
 
 bool SchemaCopies::IsTrusted(const Copy& copy) {
-  return copy.stream != nullptr && !copy.gone && copy.info.has_value() &&
+  return copy.stream != nullptr && !copy.gone && copy.info != nullptr &&
          copy.info->version >= copy.trusted_from;
 }
 
-std::optional<DictInfo> SchemaCopies::Trusted(const std::string& name, const std::string& id) {
+std::shared_ptr<const DictInfo> SchemaCopies::Trusted(const std::string& name,
+                                                      const std::string& id) {
   Stream* start = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closing_ || id.empty()) return std::nullopt;
+    if (closing_ || id.empty()) return nullptr;
     const std::string key = KeyOf(name, id);
     Copy& copy = copies_[key];
     if (IsTrusted(copy)) return copy.info;
@@ -104,7 +105,7 @@ std::optional<DictInfo> SchemaCopies::Trusted(const std::string& name, const std
   }
   // Outside the lock: gRPC may call back on this thread.
   if (start != nullptr) start->Start();
-  return std::nullopt;
+  return nullptr;
 }
 
 void SchemaCopies::Wrote(const std::string& name, const std::string& id, int64_t version,
@@ -113,10 +114,12 @@ void SchemaCopies::Wrote(const std::string& name, const std::string& id, int64_t
   auto it = copies_.find(KeyOf(name, id));
   if (it == copies_.end()) return;  // never watched
   Copy& copy = it->second;
-  if (copy.info.has_value() && version <= copy.info->version) return;  // known already
+  if (copy.info != nullptr && version <= copy.info->version) return;  // known already
   if (IsTrusted(copy) && version == copy.info->version + 1) {
-    // Our change is the only one between the two versions: apply it.
-    std::vector<LeafMeta>& leaves = copy.info->leaves;
+    // Our change is the only one between the two versions: apply it (to a
+    // new copy: callers may hold the old one).
+    auto next = std::make_shared<DictInfo>(*copy.info);
+    std::vector<LeafMeta>& leaves = next->leaves;
     for (const LeafMeta& leaf : written) {
       auto same = std::find_if(leaves.begin(), leaves.end(),
                                [&](const LeafMeta& l) { return l.path == leaf.path; });
@@ -130,7 +133,8 @@ void SchemaCopies::Wrote(const std::string& name, const std::string& id, int64_t
     std::sort(leaves.begin(), leaves.end(), [](const LeafMeta& a, const LeafMeta& b) {
       return EncodePath(a.path.parts()) < EncodePath(b.path.parts());
     });
-    copy.info->version = version;
+    next->version = version;
+    copy.info = std::move(next);
     return;
   }
   copy.trusted_from = std::max(copy.trusted_from, version);
@@ -142,16 +146,18 @@ void SchemaCopies::Removed(const std::string& name, const std::string& id, int64
   auto it = copies_.find(KeyOf(name, id));
   if (it == copies_.end()) return;
   Copy& copy = it->second;
-  if (copy.info.has_value() && version <= copy.info->version) return;
+  if (copy.info != nullptr && version <= copy.info->version) return;
   if (IsTrusted(copy) && version == copy.info->version + 1) {
-    std::vector<LeafMeta>& leaves = copy.info->leaves;
+    auto next = std::make_shared<DictInfo>(*copy.info);
+    std::vector<LeafMeta>& leaves = next->leaves;
     leaves.erase(std::remove_if(leaves.begin(), leaves.end(),
                                 [&](const LeafMeta& l) {
                                   return std::any_of(removed.begin(), removed.end(),
                                                      [&](const Key& r) { return Under(r, l.path); });
                                 }),
                  leaves.end());
-    copy.info->version = version;
+    next->version = version;
+    copy.info = std::move(next);
     return;
   }
   copy.trusted_from = std::max(copy.trusted_from, version);
@@ -164,7 +170,7 @@ void SchemaCopies::NameEnded(const std::string& name) {
        it != copies_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
     Copy& copy = it->second;
     copy.trusted_from = std::max(copy.trusted_from,
-                                 (copy.info.has_value() ? copy.info->version : 0) + 1);
+                                 (copy.info != nullptr ? copy.info->version : 0) + 1);
   }
 }
 
@@ -173,7 +179,7 @@ void SchemaCopies::Unsure(const std::string& name, const std::string& id) {
   auto it = copies_.find(KeyOf(name, id));
   if (it == copies_.end()) return;
   Copy& copy = it->second;
-  const int64_t known = copy.info.has_value() ? copy.info->version : 0;
+  const int64_t known = copy.info != nullptr ? copy.info->version : 0;
   copy.trusted_from = std::max(copy.trusted_from, known + 1);
 }
 
@@ -185,10 +191,10 @@ void SchemaCopies::OnEvent(const std::string& key, const v1::SchemaEvent& event)
     copy.info.reset();
     return;
   }
-  DictInfo info = FromProto(event.info());
+  auto info = std::make_shared<const DictInfo>(FromProto(event.info()));
   // Versions only grow; an older event (sent before a change this client
   // derived already) must not roll the copy back.
-  if (!copy.info.has_value() || info.version >= copy.info->version) copy.info = std::move(info);
+  if (copy.info == nullptr || info->version >= copy.info->version) copy.info = std::move(info);
 }
 
 void SchemaCopies::Finishing(const std::string& key, Stream* stream) {

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -46,7 +47,8 @@ class SchemaCopies {
 
   // The dict's schema if a trusted copy exists; otherwise nullopt, after
   // starting its watch if none runs.
-  std::optional<DictInfo> Trusted(const std::string& name, const std::string& id);
+  // Shared, never changed afterwards (a change makes a new copy).
+  std::shared_ptr<const DictInfo> Trusted(const std::string& name, const std::string& id);
 
   // The calls below are this client's own changes to the dict `name`, `id`.
 
@@ -75,7 +77,7 @@ class SchemaCopies {
   // A copy per (name, id): a rename makes the old name's copy gone while
   // the new name's is fresh.
   struct Copy {
-    std::optional<DictInfo> info;  // the newest schema known
+    std::shared_ptr<const DictInfo> info;  // the newest schema known
     int64_t trusted_from = 0;      // info is trusted only at this version or later
     Stream* stream = nullptr;      // the open watch, if any
     bool gone = false;             // the dict was deleted or renamed: never watched again

@@ -30,6 +30,7 @@ from torch.utils.dlpack import from_dlpack as _from_dlpack
 from tensordict import TensorDict
 from tensordict._td import _TensorDictKeysView, _unravel_key_to_tuple
 from tensordict.base import (
+    _default_is_leaf,
     _register_tensor_class,
     is_tensor_collection,
     NO_DEFAULT,
@@ -251,10 +252,15 @@ class _StoreKeysView(_TensorDictKeysView):
         under the view) when the caller has them, else one native call."""
         td = self.tensordict
         is_leaf = self.is_leaf
-        tensor_leaf = is_leaf(torch.Tensor)
-        node_leaf = is_leaf(TensorDictStore)
+        if is_leaf is _default_is_leaf:
+            # A tensor is a leaf, a sub-dict is not (no call needed to know).
+            tensor_leaf, node_leaf = True, False
+        else:
+            tensor_leaf = is_leaf(torch.Tensor)
+            node_leaf = is_leaf(TensorDictStore)
         if leaves is None and not td._prefix and tensor_leaf and not node_leaf:
-            # The common case: tdstored answers exactly this question.
+            # The common case: tdstored (or the watched schema copy) answers
+            # exactly this question.
             return td._dict.keys(self.include_nested, self.leaves_only)
         if leaves is None:
             leaves = td._leaf_paths()
@@ -275,7 +281,7 @@ class _StoreKeysView(_TensorDictKeysView):
         paths = self._paths()
         if self.sort:
             paths = sorted(paths, key=".".join)
-        it = iter([_key_of(p) for p in paths])
+        it = iter([p[0] if len(p) == 1 else p for p in paths])  # _key_of, inlined
         self._handoff = (it, len(paths))
         return it
 

@@ -384,7 +384,7 @@ class Dict {
  private:
   friend class Client;
   // The watched schema copy, when one is trusted (ClientOptions::watch_schemas).
-  std::optional<DictInfo> TrustedSchema() const;
+  std::shared_ptr<const DictInfo> TrustedSchema() const;
   Dict(std::shared_ptr<Client::Impl> impl, std::string name, std::string id)
       : impl_(std::move(impl)), name_(std::move(name)), id_(std::move(id)) {}
   std::shared_ptr<Client::Impl> impl_;
