@@ -146,7 +146,13 @@ class E2eSchemaCache : public ::testing::Test {
 };
 
 TEST_F(E2eSchemaCache, ChangesThroughAnotherDaemonAreSeenByTheNextCall) {
-  core::Client cached_client(DaemonAddress());
+  // This test is about tdstored's schema cache, so every call of the
+  // cached side must reach tdstored: no client-side schema copy (that one,
+  // which sees another daemon's changes once their event arrives, is
+  // schema_watch_test.cc's).
+  ClientOptions ask_every_time;
+  ask_every_time.watch_schemas = false;
+  core::Client cached_client(DaemonAddress(), ask_every_time);
   core::Client other_client(other_daemon_.address());
   const std::string name = UniqueDictName();
   core::Dict cached = cached_client.create(name, {4});
