@@ -42,6 +42,9 @@ ClientOptions ClientOptionsOf(const CommandLine& line) {
   // A person at a terminal would rather see "unavailable" after a few
   // seconds than wait out the library's 30 s retry window.
   options.retry_for = std::chrono::seconds(10);
+  // One command, a few calls: a schema watch would be opened only to be
+  // cancelled at exit, so schema questions go to tdstored.
+  options.watch_schemas = false;
   if (std::string file = Setting(line, "token-file", "TDSTORE_TOKEN_FILE"); !file.empty()) {
     std::string token = ReadFile(file, "token file");
     token = token.substr(0, token.find_first_of("\r\n"));

@@ -179,6 +179,38 @@ class Client {
   core::Client core_;
 };
 
+// Rows written as they come, over one stream (core::Appender underneath):
+// what a replay buffer's collector needs.
+//
+//   tdstore::Appender out = td.appender({"obs", "reward"});
+//   out.append(cursor, {obs_rows, reward_rows});  // td[cursor : cursor + n] = rows
+//   out.flush();                                  // all written, or throws
+//
+// Consecutive rows are coalesced into one batch per leaf; at most a window
+// of batches waits for acknowledgement (core::AppendOptions). A batch the
+// server refuses wrote nothing, and its error is thrown by the next append()
+// or flush(). One thread at a time.
+class Appender {
+ public:
+  // td[start_row : start_row + n] = rows: one tensor per leaf, in the order
+  // the appender was made with, each [n, *element shape] of the leaf's own
+  // dtype (no casting: a wrong dtype is INVALID_ARGUMENT, as is a wrong
+  // element shape or tensors of different n; nothing is queued then). The
+  // bytes are copied before it returns.
+  void append(int64_t start_row, const std::vector<at::Tensor>& rows);
+  // Sends what is queued and waits until every batch is acknowledged.
+  void flush();
+  // Rows the server acknowledged as written so far.
+  int64_t rows_written() const { return core_.rows_written(); }
+
+ private:
+  friend class Dict;
+  Appender(core::Appender core, std::vector<LeafInfo> leaves)
+      : core_(std::move(core)), leaves_(std::move(leaves)) {}
+  core::Appender core_;
+  std::vector<LeafInfo> leaves_;  // as the appender was made: dtype, full shape
+};
+
 class Dict {
  public:
   const std::string& name() const { return core_.name(); }
@@ -232,6 +264,11 @@ class Dict {
   DictInfo describe();
   // The dict's batch shape (one describe() call).
   std::vector<int64_t> batch_size();
+
+  // Row writes over one open stream (Appender), into the existing `leaves`.
+  // NOT_FOUND for a leaf that does not exist; INVALID_ARGUMENT for none, or
+  // a dict without batch dims.
+  Appender appender(const std::vector<Key>& leaves, core::AppendOptions options = {});
 
   // A string another process can pass to Client::open_handle() to open this
   // same dict (what pickling is to the Python seed):
