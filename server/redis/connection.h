@@ -55,8 +55,13 @@ class Connection {
   // not mix Call with an unfinished pipeline). argv is copied before return.
   absl::StatusOr<Reply> Call(absl::Span<const std::string_view> argv);
 
-  // Queues a command; no I/O. argv is copied before return.
+  // Queues a command; no I/O. argv is copied before return. A command with
+  // an argument of kDirectArgBytes or more is the exception: it is written
+  // to the socket at once (after whatever was queued before it), the large
+  // arguments straight from argv's memory. Either way argv may go when
+  // Append returns.
   absl::Status Append(absl::Span<const std::string_view> argv);
+  static constexpr size_t kDirectArgBytes = 64 * 1024;
   // Writes every queued command to the socket (blocking) without reading.
   // Lets Redis start on a batch, and frees hiredis' copy of large arguments,
   // before the caller next needs a reply.
@@ -94,6 +99,8 @@ class Connection {
   static absl::StatusOr<std::unique_ptr<Connection>> Connect(const RedisAddress& address,
                                                              const ConnectOptions& options);
   absl::Status TransportError(std::string_view what);
+  // Append for a command with large arguments: see Append.
+  absl::Status WriteDirect(absl::Span<const std::string_view> argv);
 
   redisContext* ctx_;
   // Where this connection reports; a no-op sink until Open() succeeded.

@@ -6,6 +6,7 @@
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_limits.h"
+#include "tdstore/v1/data_frames.h"
 
 namespace tdstore::service {
 
@@ -86,20 +87,22 @@ absl::StatusOr<WriteStream::Piece> WriteStream::Next() {
   }
 }
 
-absl::Status ReadStream::Send() {
-  if (ctx_->IsCancelled() || !writer_->Write(out_)) {
+absl::Status ReadStream::Send(const grpc::ByteBuffer& frame) {
+  if (ctx_->IsCancelled() || !writer_->Write(frame)) {
     return absl::CancelledError("client went away");
   }
   lease_.Touch();
   return absl::OkStatus();
 }
 
+absl::Status ReadStream::SendMessage() { return Send(wire::MessageFrame(out_)); }
+
 absl::Status ReadStream::Begin(const Shape& batch_shape, size_t leaf_count) {
   out_.Clear();
   v1::ReadBegin* begin = out_.mutable_begin();
   for (int64_t d : batch_shape) begin->add_batch_shape(d);
   begin->set_leaf_count(static_cast<int32_t>(leaf_count));
-  return Send();
+  return SendMessage();
 }
 
 absl::Status ReadStream::Header(const LeafPath& path, DType dtype, const Shape& shape) {
@@ -110,14 +113,14 @@ absl::Status ReadStream::Header(const LeafPath& path, DType dtype, const Shape& 
   for (int64_t d : shape) h->add_shape(d);
   auto bytes = ByteSize(shape, DTypeSize(dtype));
   h->set_byte_size(bytes.ok() ? *bytes : 0);
-  return Send();
+  return SendMessage();
 }
 
-absl::Status ReadStream::Data(std::string_view bytes) {
-  for (size_t at = 0; at < bytes.size(); at += kMaxChunkBytes) {
-    out_.Clear();
-    out_.set_data(bytes.data() + at, std::min<size_t>(kMaxChunkBytes, bytes.size() - at));
-    if (auto s = Send(); !s.ok()) return s;
+absl::Status ReadStream::Data(store::SharedBytes bytes) {
+  const std::string_view all = bytes.bytes;
+  for (size_t at = 0; at < all.size(); at += kMaxChunkBytes) {
+    std::string_view chunk = all.substr(at, kMaxChunkBytes);
+    if (auto s = Send(wire::DataFrame(chunk, bytes.owner)); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -12,7 +12,9 @@
 // a clean end: only a clean end may commit.
 //
 // ReadLeaves (tdstored -> client): ReadBegin, then per leaf a LeafHeader and
-// its data in chunks of <= 1 MiB. ReadStream writes it.
+// its data in chunks of <= 1 MiB. ReadStream writes it, as raw frames
+// (tdstore/v1/data_frames.h): a data chunk goes out as a slice of the
+// Redis reply it came in, never copied into a protobuf message.
 //
 // Both touch the stream's StreamGuard lease on every message, so a stream
 // that moves is never idle. One thread at a time (the handler's).
@@ -28,6 +30,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/service/service_limits.h"
 #include "server/service/stream_guard.h"
+#include "server/store/shared_bytes.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
 namespace tdstore::service {
@@ -73,10 +76,13 @@ class WriteStream {
   int64_t declared_bytes_ = 0;  // summed over the headers
 };
 
+// ReadLeaves is served as a split stream (one request, then any number of
+// responses) of raw frames, so that ReadStream builds each frame itself.
+using ReadLeavesStreamer = grpc::ServerSplitStreamer<v1::ReadLeavesRequest, grpc::ByteBuffer>;
+
 class ReadStream {
  public:
-  ReadStream(grpc::ServerContext* ctx, grpc::ServerWriter<v1::ReadChunk>* writer,
-             StreamGuard::Lease& lease)
+  ReadStream(grpc::ServerContext* ctx, ReadLeavesStreamer* writer, StreamGuard::Lease& lease)
       : ctx_(ctx), writer_(writer), lease_(lease) {}
 
   // Each returns CANCELLED "client went away" when the client is gone.
@@ -84,14 +90,16 @@ class ReadStream {
   // stream guard cancels the call if that lasts too long.
   absl::Status Begin(const Shape& batch_shape, size_t leaf_count);
   absl::Status Header(const LeafPath& path, DType dtype, const Shape& shape);
-  // Any number of bytes of the current leaf, sent in chunks of <= 1 MiB.
-  absl::Status Data(std::string_view bytes);
+  // Any number of bytes of the current leaf, sent in chunks of <= 1 MiB
+  // that share `bytes.owner` until gRPC has sent them.
+  absl::Status Data(store::SharedBytes bytes);
 
  private:
-  absl::Status Send();
+  absl::Status Send(const grpc::ByteBuffer& frame);
+  absl::Status SendMessage();  // out_
 
   grpc::ServerContext* const ctx_;
-  grpc::ServerWriter<v1::ReadChunk>* const writer_;
+  ReadLeavesStreamer* const writer_;
   StreamGuard::Lease& lease_;
   v1::ReadChunk out_;
 };

@@ -85,8 +85,9 @@ class TdStoreService final
 
   grpc::Status WriteLeaves(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
                            v1::WriteLeavesResponse* resp) override;
-  grpc::Status ReadLeaves(grpc::ServerContext* ctx, const v1::ReadLeavesRequest* req,
-                          grpc::ServerWriter<v1::ReadChunk>* writer) override;
+  // ReadLeaves, registered in place of the generated handler (the
+  // constructor says why): the request, then raw ReadChunk frames.
+  grpc::Status StreamedReadLeaves(grpc::ServerContext* ctx, ReadLeavesStreamer* streamer);
   grpc::Status DeleteLeaves(grpc::ServerContext* ctx, const v1::DeleteLeavesRequest* req,
                             v1::DeleteLeavesResponse* resp) override;
   grpc::Status ListKeys(grpc::ServerContext* ctx, const v1::ListKeysRequest* req,

@@ -88,7 +88,8 @@ absl::Status ReadLeaves(const DictStore& store, const DictSchema& schema,
                                        "' was replaced or deleted during the read; retry"));
     }
     if (auto s = announce_through(w.leaf); !s.ok()) return s;
-    if (auto s = sink.Data(reply->str()); !s.ok()) return s;
+    auto owned = std::make_shared<const redis::Reply>(*std::move(reply));
+    if (auto s = sink.Data({owned->str(), owned}); !s.ok()) return s;
   }
   return announce_through(leaves.size());
 }
@@ -102,7 +103,7 @@ absl::Status ReadLeaf(const DictStore& store, const DictSchema& schema, const Le
       return absl::OkStatus();
     }
     absl::Status BeginLeaf(const Leaf&) override { return absl::OkStatus(); }
-    absl::Status Data(std::string_view bytes) override { return sink_(bytes); }
+    absl::Status Data(SharedBytes bytes) override { return sink_(bytes.bytes); }
 
    private:
     const ByteSink& sink_;

@@ -4,8 +4,8 @@
 // GETRANGE windows of at most options.window_bytes, at most
 // options.pipeline_depth in flight, so the next leaf's first window is on
 // the wire while the last one's arrive. They reach the sink in leaf order,
-// one window at a time; a view passed to the sink is valid only during the
-// call.
+// one window at a time, each as the Redis reply it came in (no copy): the
+// sink may keep it as long as it holds its owner.
 //
 // With `probe`, the pipeline starts with the schema probe
 // (schema_cache.h): nothing reaches the sink before it proves `schema`
@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "server/store/dict_store.h"
 #include "server/store/schema.h"
+#include "server/store/shared_bytes.h"
 
 namespace tdstore::store {
 
@@ -45,7 +46,7 @@ class LeafSink {
   // stops the read before any data moves.
   virtual absl::Status Begin(const DictSchema& schema, const std::vector<const Leaf*>& leaves) = 0;
   virtual absl::Status BeginLeaf(const Leaf& leaf) = 0;
-  virtual absl::Status Data(std::string_view bytes) = 0;
+  virtual absl::Status Data(SharedBytes bytes) = 0;
 };
 
 absl::Status ReadLeaves(const DictStore& store, const DictSchema& schema,

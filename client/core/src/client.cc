@@ -89,6 +89,15 @@ Client::Impl::Impl(std::string address_in, ClientOptions options_in)
   CheckOptions(address, options);
   channel = MakeChannel(address, options);
   stub = v1::TdStore::NewStub(channel);
+  // gRPC keeps the names' pointers: strings that live as long as the process.
+  static const std::string* const kReadLeaves =
+      new std::string(std::string("/") + v1::TdStore::service_full_name() + "/ReadLeaves");
+  static const std::string* const kWriteLeaves =
+      new std::string(std::string("/") + v1::TdStore::service_full_name() + "/WriteLeaves");
+  read_leaves_raw = std::make_unique<grpc::internal::RpcMethod>(
+      kReadLeaves->c_str(), grpc::internal::RpcMethod::SERVER_STREAMING, channel);
+  write_leaves_raw = std::make_unique<grpc::internal::RpcMethod>(
+      kWriteLeaves->c_str(), grpc::internal::RpcMethod::CLIENT_STREAMING, channel);
   if (options.watch_schemas) schemas = std::make_unique<SchemaCopies>(this);
 }
 

@@ -6,6 +6,7 @@
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
+#include <grpcpp/impl/rpc_method.h>
 
 #include <chrono>
 #include <memory>
@@ -46,6 +47,10 @@ struct Client::Impl {
   const ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::TdStore::Stub> stub;
+  // ReadLeaves and WriteLeaves called with raw frames (leaf_streams.cc
+  // says why), in place of the stub's: the same RPCs on the wire.
+  std::unique_ptr<grpc::internal::RpcMethod> read_leaves_raw;
+  std::unique_ptr<grpc::internal::RpcMethod> write_leaves_raw;
   // Watched schema copies (null when options.watch_schemas is off).
   // Declared last: its streams end before the stub and channel go.
   std::unique_ptr<SchemaCopies> schemas;

@@ -1,12 +1,15 @@
 #include "client/core/src/leaf_streams.h"
 
 #include <grpcpp/support/sync_stream.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "client/core/src/convert.h"
+#include "tdstore/v1/data_frames.h"
 
 // The wire carries little-endian bytes and this client sends and receives
 // tensor memory as it is: it only builds where that memory is little-endian.
@@ -43,7 +46,9 @@ v1::DType CheckWritable(const LeafData& leaf) {
 struct WriteStream {
   grpc::ClientContext context;
   v1::WriteLeavesResponse response;
-  std::unique_ptr<grpc::ClientWriter<v1::WriteChunk>> writer;
+  // Raw frames: a leaf's bytes go from the caller's memory to the socket
+  // without a copy into a WriteChunk (tdstore/v1/data_frames.h).
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer;
   bool finished = false;
 
   grpc::Status Finish() {
@@ -64,7 +69,10 @@ struct WriteStream {
 // (a malformed stream, a nested path in get()).
 struct ReadStream {
   grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::ReadChunk>> reader;
+  // Raw frames: a data chunk's bytes are copied once, from gRPC's slices
+  // straight into the sink's memory, instead of into a ReadChunk first
+  // (tdstore/v1/data_frames.h).
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader;
   bool finished = false;
 
   grpc::Status Finish() {
@@ -74,7 +82,7 @@ struct ReadStream {
   ~ReadStream() {
     if (reader && !finished) {
       context.TryCancel();
-      v1::ReadChunk ignored;
+      grpc::ByteBuffer ignored;
       while (reader->Read(&ignored)) {
       }
       reader->Finish();
@@ -128,12 +136,31 @@ bool SeenBefore(std::vector<Key>& seen, const Key& path) {
 // sink when it is OK; throws for a stream that does not add up.
 grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& request,
                       const ReadOptions& options, ReadStream& stream, ReadSink& sink) {
-  stream.reader = impl.stub->ReadLeaves(&stream.context, request);
+  stream.reader.reset(grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+      impl.channel.get(), *impl.read_leaves_raw, &stream.context, request));
   const Key* exact_leaf = options.exact_leaf;
 
+  // The next frame: its data pieces if it is a data chunk, else parsed.
+  grpc::ByteBuffer frame;
+  std::vector<grpc::Slice> slices;
+  std::optional<std::vector<std::string_view>> pieces;
   v1::ReadChunk chunk;
+  auto next = [&]() -> bool {
+    if (!stream.reader->Read(&frame)) return false;
+    chunk.Clear();
+    slices.clear();
+    if (!frame.Dump(&slices).ok()) DataLoss("a frame that cannot be read");
+    pieces = wire::DataPieces(slices);
+    if (pieces) return true;
+    if (!grpc::SerializationTraits<v1::ReadChunk>::Deserialize(&frame, &chunk).ok()) {
+      DataLoss("a frame that does not parse as a ReadChunk");
+    }
+    return true;
+  };
+
   // No message at all: the request failed (unknown dict or path, ...).
-  if (!stream.reader->Read(&chunk)) return stream.Finish();
+  if (!next()) return stream.Finish();
+  if (pieces) DataLoss("it does not start with ReadBegin");
   if (chunk.kind_case() != v1::ReadChunk::kBegin) DataLoss("it does not start with ReadBegin");
   const int64_t leaf_count = chunk.begin().leaf_count();
   if (exact_leaf != nullptr && leaf_count > 1) NestedDict(request.dict(), *exact_leaf);
@@ -153,36 +180,47 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
     }
   };
 
-  while (stream.reader->Read(&chunk)) {
+  // A new leaf: its memory from the sink.
+  auto on_header = [&](const v1::LeafHeader& header) {
+    check_complete();
+    LeafMeta leaf = HeaderMeta(header);
+    path = leaf.path;
+    if (exact_leaf != nullptr && !(path == *exact_leaf)) NestedDict(request.dict(), *exact_leaf);
+    if (SeenBefore(seen, path)) DataLoss("leaf '" + path.str() + "' sent twice");
+    data = static_cast<char*>(sink.Leaf(leaf));
+    if (data == nullptr && leaf.byte_size > 0) {
+      throw Error(StatusCode::kInternal, "the read's sink gave no memory for leaf '" +
+                                             path.str() + "'");
+    }
+    expected = leaf.byte_size;
+    received = 0;
+  };
+  // Bytes of the current leaf, into place.
+  auto on_data = [&](std::string_view bytes) {
+    if (expected < 0) DataLoss("data before any leaf header");
+    if (static_cast<int64_t>(bytes.size()) > expected - received) {
+      DataLoss("leaf '" + path.str() + "' has more than the " + std::to_string(expected) +
+               " bytes its header announced");
+    }
+    std::memcpy(data + received, bytes.data(), bytes.size());
+    received += static_cast<int64_t>(bytes.size());
+    moved += static_cast<int64_t>(bytes.size());
+  };
+
+  while (next()) {
+    if (pieces) {
+      for (std::string_view bytes : *pieces) on_data(bytes);
+      if (options.progress) options.progress(moved, -1);
+      continue;
+    }
     switch (chunk.kind_case()) {
-      case v1::ReadChunk::kHeader: {
-        check_complete();
-        LeafMeta leaf = HeaderMeta(chunk.header());
-        path = leaf.path;
-        if (exact_leaf != nullptr && !(path == *exact_leaf)) NestedDict(request.dict(), *exact_leaf);
-        if (SeenBefore(seen, path)) DataLoss("leaf '" + path.str() + "' sent twice");
-        data = static_cast<char*>(sink.Leaf(leaf));
-        if (data == nullptr && leaf.byte_size > 0) {
-          throw Error(StatusCode::kInternal, "the read's sink gave no memory for leaf '" +
-                                                 path.str() + "'");
-        }
-        expected = leaf.byte_size;
-        received = 0;
+      case v1::ReadChunk::kHeader:
+        on_header(chunk.header());
         break;
-      }
-      case v1::ReadChunk::kData: {
-        const std::string& bytes = chunk.data();
-        if (expected < 0) DataLoss("data before any leaf header");
-        if (static_cast<int64_t>(bytes.size()) > expected - received) {
-          DataLoss("leaf '" + path.str() + "' has more than the " + std::to_string(expected) +
-                   " bytes its header announced");
-        }
-        std::memcpy(data + received, bytes.data(), bytes.size());
-        received += static_cast<int64_t>(bytes.size());
-        moved += static_cast<int64_t>(bytes.size());
+      case v1::ReadChunk::kData:
+        on_data(chunk.data());
         if (options.progress) options.progress(moved, -1);
         break;
-      }
       case v1::ReadChunk::kBegin:
         DataLoss("a second ReadBegin");
       default:
@@ -204,11 +242,12 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
                        const std::vector<LeafData>& leaves, const std::vector<v1::DType>& dtypes,
                        const Progress& progress, WriteStream& stream) {
   const int64_t chunk_bytes = impl.options.chunk_bytes;
-  stream.writer = impl.stub->WriteLeaves(&stream.context, &stream.response);
+  stream.writer.reset(grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+      impl.channel.get(), *impl.write_leaves_raw, &stream.context, &stream.response));
   // A failed Write means the server ended the call (unknown dict, bad
   // header, ...): its status says why.
   auto send = [&](const v1::WriteChunk& chunk) -> bool {
-    return stream.writer->Write(chunk);
+    return stream.writer->Write(wire::MessageFrame(chunk));
   };
   auto ended_early = [&] {
     grpc::Status status = stream.Finish();
@@ -234,12 +273,14 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
     header->set_byte_size(leaf.byte_size);
     if (!send(chunk)) return ended_early();
 
-    // Chunks come straight from the caller's memory: one copy, into the message.
+    // Chunks are slices of the caller's memory, not copied: it stays valid
+    // until WriteLeaves returns, after the call (and gRPC's use of them)
+    // has ended.
     const char* data = static_cast<const char*>(leaf.data);
     for (int64_t offset = 0; offset < leaf.byte_size; offset += chunk_bytes) {
       const int64_t n = std::min(chunk_bytes, leaf.byte_size - offset);
-      chunk.set_data(data + offset, static_cast<size_t>(n));
-      if (!send(chunk)) return ended_early();
+      std::string_view bytes(data + offset, static_cast<size_t>(n));
+      if (!stream.writer->Write(wire::DataFrame(bytes, nullptr))) return ended_early();
       moved += n;
       if (progress) progress(moved, total);
     }
