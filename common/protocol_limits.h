@@ -12,6 +12,13 @@ namespace tdstore {
 
 // The most data bytes one stream message (WriteChunk / ReadChunk) carries.
 inline constexpr int64_t kMaxChunkBytes = int64_t{1} << 20;
+// A stream whose leaves add up to at most this many bytes may travel as one
+// message (SmallWrite / SmallRead): a small call's header and data together.
+inline constexpr int64_t kMaxSmallStreamBytes = int64_t{64} << 10;
+// ...and tdstored sends a read that way only up to this many leaves, so that
+// their headers (paths of up to 1 KiB) keep the message far below
+// kMaxMessageBytes.
+inline constexpr int64_t kMaxSmallReadLeaves = 256;
 // The largest message either side sends: no request or reply exceeds it,
 // whatever the tensor size (bulk data streams in chunks instead).
 inline constexpr int64_t kMaxMessageBytes = int64_t{4} << 20;

@@ -13,11 +13,27 @@ namespace tdstore::service {
 absl::StatusOr<v1::WriteBegin> WriteStream::Begin() {
   if (!reader_->Read(&chunk_)) return absl::InvalidArgumentError("empty write stream");
   lease_.Touch();
-  if (chunk_.kind_case() != v1::WriteChunk::kBegin) {
-    return absl::InvalidArgumentError("a write stream must start with WriteBegin");
+  switch (chunk_.kind_case()) {
+    case v1::WriteChunk::kBegin:
+      announced_leaves_ = chunk_.begin().leaf_count();
+      return chunk_.begin();
+    case v1::WriteChunk::kSmall: {
+      int64_t bytes = 0;
+      for (const v1::WholeLeaf& leaf : chunk_.small().leaves()) {
+        bytes += static_cast<int64_t>(leaf.data().size());
+      }
+      if (bytes > kMaxSmallStreamBytes) {
+        return absl::InvalidArgumentError(StrCat("a SmallWrite of ", bytes,
+                                                 " bytes exceeds the ", kMaxSmallStreamBytes,
+                                                 " a stream in one message may carry"));
+      }
+      small_ = true;
+      announced_leaves_ = chunk_.small().begin().leaf_count();
+      return chunk_.small().begin();
+    }
+    default:
+      return absl::InvalidArgumentError("a write stream must start with WriteBegin");
   }
-  announced_leaves_ = chunk_.begin().leaf_count();
-  return chunk_.begin();
 }
 
 absl::Status WriteStream::CurrentLeafComplete() const {
@@ -28,63 +44,94 @@ absl::Status WriteStream::CurrentLeafComplete() const {
 }
 
 absl::StatusOr<WriteStream::Piece> WriteStream::Next() {
-  if (!reader_->Read(&chunk_)) {
-    // Read() returns false both when the client half-closes (the end) and
-    // when the call breaks: only the former is a clean end.
-    if (ctx_->IsCancelled()) {
-      return absl::CancelledError(lease_.timed_out()
-                                      ? "write stream idle too long (--idle-stream-timeout-ms); "
-                                        "nothing written"
-                                      : "write stream cancelled; nothing written");
-    }
-    if (auto s = CurrentLeafComplete(); !s.ok()) return s;
-    if (announced_leaves_ > 0 && leaves_ != announced_leaves_) {
-      return absl::InvalidArgumentError(StrCat("the stream announced ", announced_leaves_,
-                                               " leaves but carried ", leaves_,
-                                               "; nothing written"));
-    }
-    return Piece::kEnd;
-  }
+  if (small_) return NextOfSmall();
+  if (!reader_->Read(&chunk_)) return OnEnd();
   lease_.Touch();
   switch (chunk_.kind_case()) {
-    case v1::WriteChunk::kHeader: {
-      if (auto s = CurrentLeafComplete(); !s.ok()) return s;
-      const v1::LeafHeader& h = chunk_.header();
-      if (auto s = CheckLeafCount(limits_, leaves_ + 1); !s.ok()) return s;
-      if (auto s = CheckPath(limits_, h.path()); !s.ok()) return s;
-      if (h.byte_size() < 0) return absl::InvalidArgumentError("negative byte count");
-      declared_bytes_ += h.byte_size();
-      if (auto s = CheckCallBytes(limits_, declared_bytes_); !s.ok()) return s;
-      auto path = FromProto(h.path());
-      if (!path.ok()) return path.status();
-      auto dtype = FromProto(h.dtype());
-      if (!dtype.ok()) {
-        return absl::InvalidArgumentError(
-            StrCat("leaf '", PathToDisplay(*path), "': ", dtype.status().message()));
-      }
-      header_ = {*std::move(path), *dtype, ShapeFromProto(h.shape()), h.byte_size()};
-      ++leaves_;
-      leaf_received_ = 0;
-      return Piece::kHeader;
-    }
-    case v1::WriteChunk::kData: {
-      if (leaves_ == 0) return absl::InvalidArgumentError("data arrived before any leaf header");
-      const int64_t size = static_cast<int64_t>(chunk_.data().size());
-      if (size > kMaxChunkBytes) {
-        return absl::InvalidArgumentError(
-            StrCat("data chunk of ", size, " bytes exceeds the 1 MiB chunk limit"));
-      }
-      if (leaf_received_ + size > header_.byte_size) {
-        return absl::InvalidArgumentError(StrCat("leaf '", PathToDisplay(header_.path),
-                                                 "': more data than the ", header_.byte_size,
-                                                 " bytes its header announced"));
-      }
-      leaf_received_ += size;
-      return Piece::kData;
-    }
+    case v1::WriteChunk::kHeader:
+      return OnHeader(chunk_.header());
+    case v1::WriteChunk::kData:
+      return OnData(chunk_.data());
+    case v1::WriteChunk::kSmall:
+      return absl::InvalidArgumentError("a SmallWrite must be the stream's only message");
     default:
       return absl::InvalidArgumentError("WriteBegin may appear only once, first");
   }
+}
+
+// A SmallWrite stands for the messages it holds: each leaf's header, then
+// its data unless it has none, then the stream's end, which must follow.
+absl::StatusOr<WriteStream::Piece> WriteStream::NextOfSmall() {
+  const auto& leaves = chunk_.small().leaves();
+  if (small_data_due_) {
+    small_data_due_ = false;
+    const std::string& bytes = leaves[small_next_ - 1].data();
+    if (!bytes.empty()) return OnData(bytes);
+  }
+  if (small_next_ < leaves.size()) {
+    small_data_due_ = true;
+    return OnHeader(leaves[small_next_++].header());
+  }
+  v1::WriteChunk more;
+  if (reader_->Read(&more)) {
+    return absl::InvalidArgumentError("a SmallWrite must be the stream's only message");
+  }
+  return OnEnd();
+}
+
+absl::StatusOr<WriteStream::Piece> WriteStream::OnEnd() {
+  // Read() returns false both when the client half-closes (the end) and
+  // when the call breaks: only the former is a clean end.
+  if (ctx_->IsCancelled()) {
+    return absl::CancelledError(lease_.timed_out()
+                                    ? "write stream idle too long (--idle-stream-timeout-ms); "
+                                      "nothing written"
+                                    : "write stream cancelled; nothing written");
+  }
+  if (auto s = CurrentLeafComplete(); !s.ok()) return s;
+  if (announced_leaves_ > 0 && leaves_ != announced_leaves_) {
+    return absl::InvalidArgumentError(StrCat("the stream announced ", announced_leaves_,
+                                             " leaves but carried ", leaves_,
+                                             "; nothing written"));
+  }
+  return Piece::kEnd;
+}
+
+absl::StatusOr<WriteStream::Piece> WriteStream::OnHeader(const v1::LeafHeader& h) {
+  if (auto s = CurrentLeafComplete(); !s.ok()) return s;
+  if (auto s = CheckLeafCount(limits_, leaves_ + 1); !s.ok()) return s;
+  if (auto s = CheckPath(limits_, h.path()); !s.ok()) return s;
+  if (h.byte_size() < 0) return absl::InvalidArgumentError("negative byte count");
+  declared_bytes_ += h.byte_size();
+  if (auto s = CheckCallBytes(limits_, declared_bytes_); !s.ok()) return s;
+  auto path = FromProto(h.path());
+  if (!path.ok()) return path.status();
+  auto dtype = FromProto(h.dtype());
+  if (!dtype.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("leaf '", PathToDisplay(*path), "': ", dtype.status().message()));
+  }
+  header_ = {*std::move(path), *dtype, ShapeFromProto(h.shape()), h.byte_size()};
+  ++leaves_;
+  leaf_received_ = 0;
+  return Piece::kHeader;
+}
+
+absl::StatusOr<WriteStream::Piece> WriteStream::OnData(std::string_view bytes) {
+  if (leaves_ == 0) return absl::InvalidArgumentError("data arrived before any leaf header");
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  if (size > kMaxChunkBytes) {
+    return absl::InvalidArgumentError(
+        StrCat("data chunk of ", size, " bytes exceeds the 1 MiB chunk limit"));
+  }
+  if (leaf_received_ + size > header_.byte_size) {
+    return absl::InvalidArgumentError(StrCat("leaf '", PathToDisplay(header_.path),
+                                             "': more data than the ", header_.byte_size,
+                                             " bytes its header announced"));
+  }
+  leaf_received_ += size;
+  data_ = bytes;
+  return Piece::kData;
 }
 
 absl::Status ReadStream::Send(const grpc::ByteBuffer& frame) {
@@ -97,32 +144,45 @@ absl::Status ReadStream::Send(const grpc::ByteBuffer& frame) {
 
 absl::Status ReadStream::SendMessage() { return Send(wire::MessageFrame(out_)); }
 
-absl::Status ReadStream::Begin(const Shape& batch_shape, size_t leaf_count) {
+absl::Status ReadStream::Begin(const Shape& batch_shape, size_t leaf_count,
+                               int64_t total_bytes) {
   out_.Clear();
-  v1::ReadBegin* begin = out_.mutable_begin();
+  small_ = total_bytes <= kMaxSmallStreamBytes &&
+           static_cast<int64_t>(leaf_count) <= kMaxSmallReadLeaves;
+  v1::ReadBegin* begin = small_ ? out_.mutable_small()->mutable_begin() : out_.mutable_begin();
   for (int64_t d : batch_shape) begin->add_batch_shape(d);
   begin->set_leaf_count(static_cast<int32_t>(leaf_count));
-  return SendMessage();
+  return small_ ? absl::OkStatus() : SendMessage();
 }
 
 absl::Status ReadStream::Header(const LeafPath& path, DType dtype, const Shape& shape) {
-  out_.Clear();
-  v1::LeafHeader* h = out_.mutable_header();
+  if (!small_) out_.Clear();
+  v1::LeafHeader* h =
+      small_ ? out_.mutable_small()->add_leaves()->mutable_header() : out_.mutable_header();
   ToProto(path, h->mutable_path());
   h->set_dtype(static_cast<v1::DType>(dtype));
   for (int64_t d : shape) h->add_shape(d);
   auto bytes = ByteSize(shape, DTypeSize(dtype));
   h->set_byte_size(bytes.ok() ? *bytes : 0);
-  return SendMessage();
+  return small_ ? absl::OkStatus() : SendMessage();
 }
 
 absl::Status ReadStream::Data(store::SharedBytes bytes) {
   const std::string_view all = bytes.bytes;
+  if (small_) {
+    // Small by Begin's total: a copy is cheaper than a message.
+    auto* leaves = out_.mutable_small()->mutable_leaves();
+    if (leaves->empty()) return absl::InternalError("read data before any header");
+    leaves->rbegin()->mutable_data()->append(all.data(), all.size());
+    return absl::OkStatus();
+  }
   for (size_t at = 0; at < all.size(); at += kMaxChunkBytes) {
     std::string_view chunk = all.substr(at, kMaxChunkBytes);
     if (auto s = Send(wire::DataFrame(chunk, bytes.owner)); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
+
+absl::Status ReadStream::End() { return small_ ? SendMessage() : absl::OkStatus(); }
 
 }  // namespace tdstore::service

@@ -1,18 +1,21 @@
 // The framing of the two data streams, enforced in one place each.
 //
 // WriteLeaves (client -> tdstored): WriteBegin, then per leaf a LeafHeader
-// and exactly its byte_size bytes of data chunks (<= 1 MiB each). WriteStream
+// and exactly its byte_size bytes of data chunks (<= 1 MiB each); or a
+// SmallWrite, one message that holds all of that. WriteStream
 // reads it and refuses, with INVALID_ARGUMENT, a stream that breaks the
 // framing: no WriteBegin first, a second WriteBegin, data before a header or
 // past what the header announced, a header before the previous leaf is
-// complete, an oversized chunk, a last leaf cut short, or fewer or more
-// leaves than WriteBegin.leaf_count announced. It also applies the
+// complete, an oversized chunk, a last leaf cut short, fewer or more
+// leaves than WriteBegin.leaf_count announced, or a SmallWrite that is not
+// the stream's only message or holds more than kMaxSmallStreamBytes. It also applies the
 // per-call limits (leaf count, path length, bytes announced) as headers
 // arrive. A call that breaks or is cancelled ends with CANCELLED, never as
 // a clean end: only a clean end may commit.
 //
 // ReadLeaves (tdstored -> client): ReadBegin, then per leaf a LeafHeader and
-// its data in chunks of <= 1 MiB. ReadStream writes it, as raw frames
+// its data in chunks of <= 1 MiB, or, when the leaves add up to at most
+// kMaxSmallStreamBytes, one SmallRead. ReadStream writes it, as raw frames
 // (tdstore/v1/data_frames.h): a data chunk goes out as a slice of the
 // Redis reply it came in, never copied into a protobuf message.
 //
@@ -57,12 +60,18 @@ class WriteStream {
   // clean end of the stream, all leaves complete.
   absl::StatusOr<Piece> Next();
   const Header& header() const { return header_; }
-  std::string_view data() const { return chunk_.data(); }
+  std::string_view data() const { return data_; }
   // Leaves begun so far.
   int leaves() const { return leaves_; }
 
  private:
   absl::Status CurrentLeafComplete() const;
+  // Next() within a SmallWrite (the stream's only message).
+  absl::StatusOr<Piece> NextOfSmall();
+  // The checks of each piece, wherever it came from.
+  absl::StatusOr<Piece> OnHeader(const v1::LeafHeader& header);
+  absl::StatusOr<Piece> OnData(std::string_view bytes);
+  absl::StatusOr<Piece> OnEnd();
 
   grpc::ServerContext* const ctx_;
   grpc::ServerReader<v1::WriteChunk>* const reader_;
@@ -70,6 +79,12 @@ class WriteStream {
   const ServiceLimits& limits_;
   int32_t announced_leaves_ = 0;  // WriteBegin.leaf_count (0: not stated)
   v1::WriteChunk chunk_;
+  std::string_view data_;  // the current data piece, inside chunk_
+  // A SmallWrite being walked: the next leaf in it, and whether the data of
+  // the one before is still to come.
+  bool small_ = false;
+  int small_next_ = 0;
+  bool small_data_due_ = false;
   Header header_;
   int leaves_ = 0;
   int64_t leaf_received_ = 0;  // bytes of the current leaf so far
@@ -88,11 +103,17 @@ class ReadStream {
   // Each returns CANCELLED "client went away" when the client is gone.
   // Write() blocks while the client does not read (flow control); the
   // stream guard cancels the call if that lasts too long.
-  absl::Status Begin(const Shape& batch_shape, size_t leaf_count);
+  // `total_bytes`: what the leaves announced after it add up to. A read of
+  // at most kMaxSmallStreamBytes (and kMaxSmallReadLeaves leaves) is
+  // gathered into one SmallRead that End() sends; the others go out
+  // message by message.
+  absl::Status Begin(const Shape& batch_shape, size_t leaf_count, int64_t total_bytes);
   absl::Status Header(const LeafPath& path, DType dtype, const Shape& shape);
   // Any number of bytes of the current leaf, sent in chunks of <= 1 MiB
   // that share `bytes.owner` until gRPC has sent them.
   absl::Status Data(store::SharedBytes bytes);
+  // After the last leaf's data.
+  absl::Status End();
 
  private:
   absl::Status Send(const grpc::ByteBuffer& frame);
@@ -102,6 +123,7 @@ class ReadStream {
   ReadLeavesStreamer* const writer_;
   StreamGuard::Lease& lease_;
   v1::ReadChunk out_;
+  bool small_ = false;  // out_ gathers a SmallRead
 };
 
 }  // namespace tdstore::service

@@ -323,7 +323,7 @@ class TdStoreService::ReadSink final : public store::LeafSink {
     int64_t total = 0;
     for (const store::Leaf* leaf : leaves) total += store::RecordBytes(leaf->record);
     if (auto s = CheckCallBytes(limits_, total); !s.ok()) return s;
-    return stream_.Begin(schema.meta.batch_shape, leaves.size());
+    return stream_.Begin(schema.meta.batch_shape, leaves.size(), total);
   }
   absl::Status BeginLeaf(const store::Leaf& leaf) override {
     return stream_.Header(leaf.path, leaf.record.dtype, leaf.record.shape);
@@ -357,7 +357,8 @@ grpc::Status TdStoreService::StreamedReadLeaves(grpc::ServerContext* ctx,
 absl::Status TdStoreService::ReadWhole(const v1::ReadLeavesRequest& req,
                                        const std::vector<LeafPath>& paths, ReadStream& stream) {
   ReadSink sink(stream, limits_);
-  return store_->Read({req.dict(), req.dict_id()}, paths, sink);
+  if (auto s = store_->Read({req.dict(), req.dict_id()}, paths, sink); !s.ok()) return s;
+  return stream.End();
 }
 
 absl::Status TdStoreService::ReadIndexed(const v1::ReadLeavesRequest& req,
@@ -375,14 +376,16 @@ absl::Status TdStoreService::ReadIndexed(const v1::ReadLeavesRequest& req,
     return s;
   }
   if (auto s = CheckCallBytes(limits_, total_bytes); !s.ok()) return s;
-  if (auto s = stream.Begin(result->result_shape, result->leaves.size()); !s.ok()) return s;
+  if (auto s = stream.Begin(result->result_shape, result->leaves.size(), total_bytes); !s.ok()) {
+    return s;
+  }
   for (store::IndexedReadResult::LeafData& leaf : result->leaves) {
     if (auto s = stream.Header(leaf.leaf.path, leaf.leaf.record.dtype, leaf.shape); !s.ok()) {
       return s;
     }
     if (auto s = stream.Data(store::ShareString(std::move(leaf.bytes))); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  return stream.End();
 }
 
 grpc::Status TdStoreService::DeleteLeaves(grpc::ServerContext* ctx,

@@ -160,11 +160,15 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
 
   // No message at all: the request failed (unknown dict or path, ...).
   if (!next()) return stream.Finish();
-  if (pieces) DataLoss("it does not start with ReadBegin");
-  if (chunk.kind_case() != v1::ReadChunk::kBegin) DataLoss("it does not start with ReadBegin");
-  const int64_t leaf_count = chunk.begin().leaf_count();
+  // A small read is one SmallRead: the begin and every leaf, whole.
+  const bool small = !pieces && chunk.kind_case() == v1::ReadChunk::kSmall;
+  if (pieces || (chunk.kind_case() != v1::ReadChunk::kBegin && !small)) {
+    DataLoss("it does not start with ReadBegin");
+  }
+  const v1::ReadBegin& begin = small ? chunk.small().begin() : chunk.begin();
+  const int64_t leaf_count = begin.leaf_count();
   if (exact_leaf != nullptr && leaf_count > 1) NestedDict(request.dict(), *exact_leaf);
-  sink.Begin(FromProto(chunk.begin().batch_shape()), leaf_count);
+  sink.Begin(FromProto(begin.batch_shape()), leaf_count);
 
   // The leaf being received: its path, bytes expected and bytes so far.
   std::vector<Key> seen;
@@ -207,7 +211,15 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
     moved += static_cast<int64_t>(bytes.size());
   };
 
-  while (next()) {
+  if (small) {
+    for (const v1::WholeLeaf& leaf : chunk.small().leaves()) {
+      on_header(leaf.header());
+      on_data(leaf.data());
+    }
+    if (options.progress) options.progress(moved, -1);
+    if (next()) DataLoss("a message after a SmallRead");
+  }
+  while (!small && next()) {
     if (pieces) {
       for (std::string_view bytes : *pieces) on_data(bytes);
       if (options.progress) options.progress(moved, -1);
@@ -222,6 +234,7 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
         if (options.progress) options.progress(moved, -1);
         break;
       case v1::ReadChunk::kBegin:
+      case v1::ReadChunk::kSmall:
         DataLoss("a second ReadBegin");
       default:
         DataLoss("a chunk of unknown kind");
@@ -261,16 +274,42 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
   for (const LeafData& leaf : leaves) total += leaf.byte_size;
   int64_t moved = 0;
 
-  if (!send(begin)) return ended_early();
-  v1::WriteChunk chunk;
-  for (size_t i = 0; i < leaves.size(); ++i) {
+  auto fill_header = [&](size_t i, v1::LeafHeader* header) {
     const LeafData& leaf = leaves[i];
-    v1::LeafHeader* header = chunk.mutable_header();
     header->Clear();
     ToProto(leaf.path, header->mutable_path());
     header->set_dtype(dtypes[i]);
     header->mutable_shape()->Assign(leaf.shape.begin(), leaf.shape.end());
     header->set_byte_size(leaf.byte_size);
+  };
+
+  if (total <= kMaxSmallStreamBytes) {
+    // A small write is one SmallWrite, sent with the half-close: one
+    // message instead of one per header and chunk. (Unless a huge index
+    // and many headers would make that one message too big.)
+    v1::WriteChunk small;
+    *small.mutable_small()->mutable_begin() = begin.begin();
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      v1::WholeLeaf* whole = small.mutable_small()->add_leaves();
+      fill_header(i, whole->mutable_header());
+      whole->set_data(static_cast<const char*>(leaves[i].data),
+                      static_cast<size_t>(leaves[i].byte_size));
+    }
+    if (small.ByteSizeLong() <= static_cast<size_t>(kMaxMessageBytes)) {
+      if (!stream.writer->Write(wire::MessageFrame(small),
+                                grpc::WriteOptions().set_last_message())) {
+        return ended_early();
+      }
+      if (progress) progress(total, total);
+      return stream.Finish();
+    }
+  }
+
+  if (!send(begin)) return ended_early();
+  v1::WriteChunk chunk;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const LeafData& leaf = leaves[i];
+    fill_header(i, chunk.mutable_header());
     if (!send(chunk)) return ended_early();
 
     // Chunks are slices of the caller's memory, not copied: it stays valid
