@@ -143,7 +143,18 @@ absl::Status WriteTxn::Append(std::string_view data) {
       cur.written, size, store_->options().window_bytes, [&](const Segment& seg) {
         if (!status.ok()) return;
         const std::string key = store_->keys().BlockPart(id, seg.block, gen, seg.part);
-        if (seg.offset_in_part == 0 && seg.length < cur.layout.part_size(seg.block, seg.part)) {
+        std::string_view bytes =
+            data.substr(static_cast<size_t>(seg.leaf_offset - cur.written),
+                        static_cast<size_t>(seg.length));
+        if (seg.length == cur.layout.part_size(seg.block, seg.part)) {
+          // A whole part in one window: one SET. Redis keeps a large SET
+          // argument as the value itself, where sizing the part and a
+          // SETRANGE would zero-fill it and copy the window in.
+          status = pipe_->Send(key, {"SET", key, bytes});
+          if (status.ok()) status = DrainReplies(store_->options().pipeline_depth);
+          return;
+        }
+        if (seg.offset_in_part == 0) {
           // Size the whole part once, before its first window: growing a
           // Redis string window by window reallocates (and copies) it again
           // and again, quadratic in the part size.
@@ -153,9 +164,6 @@ absl::Status WriteTxn::Append(std::string_view data) {
           if (!status.ok()) return;
         }
         const std::string offset = StrCat(seg.offset_in_part);
-        std::string_view bytes =
-            data.substr(static_cast<size_t>(seg.leaf_offset - cur.written),
-                        static_cast<size_t>(seg.length));
         status = pipe_->Send(key, {"SETRANGE", key, offset, bytes});
         // Keep at most pipeline_depth windows in flight: bounded memory.
         if (status.ok()) status = DrainReplies(store_->options().pipeline_depth);

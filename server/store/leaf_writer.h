@@ -10,7 +10,7 @@
 // Protocol with Redis (docs/storage-layout.md): each leaf gets a fresh
 // generation from begin_write.lua, which also records it as *pending* with an
 // expiry; its bytes go to that generation's block keys as pipelined SETRANGE
-// windows; commit_leaves.lua flips every leaf record to its new generation in
+// windows (a part that fits one window as one SET); commit_leaves.lua flips every leaf record to its new generation in
 // one step and drops the pending entries; the replaced generations' blocks
 // are deleted afterwards. Until the commit no reader can see the new blocks.
 // A transaction destroyed without Commit() deletes what it wrote (Abort); a
