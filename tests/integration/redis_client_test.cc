@@ -11,6 +11,8 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -468,6 +470,50 @@ TEST_F(RedisClientTest, ConnectionRejectsMisuse) {
   absl::StatusOr<Reply> a = (*conn)->GetReply();
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->str(), "a");
+  EXPECT_FALSE((*conn)->broken());
+}
+
+// Commands with an argument of kDirectArgBytes or more go to the socket by
+// writev at Append, the others through hiredis' buffer: mixed at random,
+// Redis must still see them in the order they were appended, with every
+// byte of every argument (large ones at any position in argv).
+TEST_F(RedisClientTest, LargeArgumentsWrittenDirectlyKeepTheirOrder) {
+  absl::StatusOr<std::unique_ptr<Connection>> conn =
+      Connection::Open(MustParse(server_->url()), FastOptions());
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  std::mt19937 rng(21);
+  const std::string key = Key("mixed");
+  std::string expected;  // what APPEND builds, to compare with GET at the end
+  std::vector<std::optional<std::string>> echoes;  // nullopt: an APPEND
+  for (int i = 0; i < 60; ++i) {
+    const bool large = rng() % 2 == 0;
+    const size_t n = large ? Connection::kDirectArgBytes + rng() % 300000 : rng() % 2000;
+    const std::string value = Pattern(n, static_cast<int>(i));
+    if (rng() % 3 == 0) {
+      // The large argument first, the key after it: ECHO of a large value.
+      ASSERT_TRUE((*conn)->Append({"ECHO", value}).ok());
+      echoes.push_back(value);
+    } else {
+      ASSERT_TRUE((*conn)->Append({"APPEND", key, value}).ok());
+      expected += value;
+      echoes.push_back(std::nullopt);
+    }
+  }
+  ASSERT_TRUE((*conn)->Append({"GET", key}).ok());
+  EXPECT_EQ((*conn)->pending(), 61);
+  for (const std::optional<std::string>& echo : echoes) {
+    absl::StatusOr<Reply> reply = (*conn)->GetReply();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    if (echo) {
+      ASSERT_TRUE(reply->is_string());
+      EXPECT_EQ(reply->str(), *echo);
+    } else {
+      EXPECT_TRUE(reply->is_integer());
+    }
+  }
+  absl::StatusOr<Reply> all = (*conn)->GetReply();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->str(), expected);
   EXPECT_FALSE((*conn)->broken());
 }
 
