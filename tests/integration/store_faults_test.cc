@@ -74,31 +74,44 @@ TEST_F(StoreFaultsTest, CommitWhoseReplyIsLostKeepsTheCommittedLeaf) {
     for (std::thread& t : warm) t.join();
   }
   const std::string bytes(64 * 8, 'x');
-  // The stall must be in force when the commit goes out; on a loaded
-  // machine the stalling thread may be late, so try with growing lead times.
+  // The stall must be in force when the commit goes out and the commit must
+  // reach Redis before the reply times out. On a loaded machine either may
+  // miss (the stalling thread is late: the commit succeeds; or the commit
+  // leaves after the timeout started: its outcome is unknown and it never
+  // ran, which is also a correct answer). So try with growing lead times
+  // until a commit's reply is lost *and* the commit ran: this generation,
+  // not an earlier attempt's, is the visible leaf.
   absl::Status commit;
-  for (int lead_ms : {100, 300, 700}) {
+  absl::StatusOr<DictSchema> schema = absl::UnknownError("no attempt");
+  const Leaf* leaf = nullptr;
+  for (int lead_ms : {100, 300, 700, 1000, 1500}) {
     auto txn = WriteTxn::Begin(store_.get(), "d");
     ASSERT_TRUE(txn.ok());
     ASSERT_TRUE((*txn)->BeginLeaf({"obs"}, DType::kFloat64, {64}, bytes.size()).ok());
     ASSERT_TRUE((*txn)->Append(bytes).ok());
+    auto earlier = store_->LoadDict("d");
+    ASSERT_TRUE(earlier.ok());
+    const Leaf* earlier_leaf = earlier->Find({"obs"});
+    const int64_t earlier_gen = earlier_leaf ? earlier_leaf->record.generation : -1;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the data is in
     std::thread stall = Stall(lead_ms + 900);
     std::this_thread::sleep_for(std::chrono::milliseconds(lead_ms));
     // The commit script runs after the stall, but its reply comes too late.
     commit = (*txn)->Commit().status();
     stall.join();
-    if (!commit.ok()) break;
+    if (commit.ok()) continue;  // the stall came too late
+    EXPECT_EQ(commit.code(), absl::StatusCode::kUnavailable) << commit;
+    EXPECT_NE(commit.message().find("outcome is unknown"), std::string::npos) << commit;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    schema = store_->LoadDict("d");
+    ASSERT_TRUE(schema.ok());
+    leaf = schema->Find({"obs"});
+    if (leaf != nullptr && leaf->record.generation != earlier_gen) break;
+    leaf = nullptr;  // the commit never reached Redis in time: try again
   }
-  EXPECT_EQ(commit.code(), absl::StatusCode::kUnavailable) << commit;
-  EXPECT_NE(commit.message().find("outcome is unknown"), std::string::npos) << commit;
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // The commit ran: the leaf is visible and whole (before the fix, the
   // writer deleted the blocks of the leaf it had just made visible).
-  auto schema = store_->LoadDict("d");
-  ASSERT_TRUE(schema.ok());
-  const Leaf* leaf = schema->Find({"obs"});
-  ASSERT_NE(leaf, nullptr) << "the commit did not run";
+  ASSERT_NE(leaf, nullptr) << "no attempt had its commit run with its reply lost";
   std::string back;
   ASSERT_TRUE(ReadLeaf(*store_, *schema, *leaf, [&](std::string_view b) {
                 back.append(b);
