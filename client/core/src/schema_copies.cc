@@ -108,8 +108,9 @@ std::shared_ptr<const DictInfo> SchemaCopies::Trusted(const std::string& name,
   return nullptr;
 }
 
-void SchemaCopies::Wrote(const std::string& name, const std::string& id, int64_t version,
-                         const std::vector<LeafMeta>& written) {
+void SchemaCopies::ApplyOwnChange(const std::string& name, const std::string& id,
+                                  int64_t version,
+                                  const std::function<void(std::vector<LeafMeta>&)>& edit) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = copies_.find(KeyOf(name, id));
   if (it == copies_.end()) return;  // never watched
@@ -119,7 +120,17 @@ void SchemaCopies::Wrote(const std::string& name, const std::string& id, int64_t
     // Our change is the only one between the two versions: apply it (to a
     // new copy: callers may hold the old one).
     auto next = std::make_shared<DictInfo>(*copy.info);
-    std::vector<LeafMeta>& leaves = next->leaves;
+    edit(next->leaves);
+    next->version = version;
+    copy.info = std::move(next);
+    return;
+  }
+  copy.trusted_from = std::max(copy.trusted_from, version);
+}
+
+void SchemaCopies::Wrote(const std::string& name, const std::string& id, int64_t version,
+                         const std::vector<LeafMeta>& written) {
+  ApplyOwnChange(name, id, version, [&](std::vector<LeafMeta>& leaves) {
     for (const LeafMeta& leaf : written) {
       auto same = std::find_if(leaves.begin(), leaves.end(),
                                [&](const LeafMeta& l) { return l.path == leaf.path; });
@@ -133,34 +144,24 @@ void SchemaCopies::Wrote(const std::string& name, const std::string& id, int64_t
     std::sort(leaves.begin(), leaves.end(), [](const LeafMeta& a, const LeafMeta& b) {
       return EncodePath(a.path.parts()) < EncodePath(b.path.parts());
     });
-    next->version = version;
-    copy.info = std::move(next);
-    return;
-  }
-  copy.trusted_from = std::max(copy.trusted_from, version);
+  });
 }
 
 void SchemaCopies::Removed(const std::string& name, const std::string& id, int64_t version,
                            const std::vector<Key>& removed) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = copies_.find(KeyOf(name, id));
-  if (it == copies_.end()) return;
-  Copy& copy = it->second;
-  if (copy.info != nullptr && version <= copy.info->version) return;
-  if (IsTrusted(copy) && version == copy.info->version + 1) {
-    auto next = std::make_shared<DictInfo>(*copy.info);
-    std::vector<LeafMeta>& leaves = next->leaves;
+  ApplyOwnChange(name, id, version, [&](std::vector<LeafMeta>& leaves) {
     leaves.erase(std::remove_if(leaves.begin(), leaves.end(),
                                 [&](const LeafMeta& l) {
                                   return std::any_of(removed.begin(), removed.end(),
                                                      [&](const Key& r) { return Under(r, l.path); });
                                 }),
                  leaves.end());
-    next->version = version;
-    copy.info = std::move(next);
-    return;
-  }
-  copy.trusted_from = std::max(copy.trusted_from, version);
+  });
+}
+
+void SchemaCopies::Distrust(Copy& copy) {
+  const int64_t known = copy.info != nullptr ? copy.info->version : 0;
+  copy.trusted_from = std::max(copy.trusted_from, known + 1);
 }
 
 void SchemaCopies::NameEnded(const std::string& name) {
@@ -168,19 +169,14 @@ void SchemaCopies::NameEnded(const std::string& name) {
   const std::string prefix = name + '\n';
   for (auto it = copies_.lower_bound(prefix);
        it != copies_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-    Copy& copy = it->second;
-    copy.trusted_from = std::max(copy.trusted_from,
-                                 (copy.info != nullptr ? copy.info->version : 0) + 1);
+    Distrust(it->second);
   }
 }
 
 void SchemaCopies::Unsure(const std::string& name, const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = copies_.find(KeyOf(name, id));
-  if (it == copies_.end()) return;
-  Copy& copy = it->second;
-  const int64_t known = copy.info != nullptr ? copy.info->version : 0;
-  copy.trusted_from = std::max(copy.trusted_from, known + 1);
+  if (it != copies_.end()) Distrust(it->second);
 }
 
 void SchemaCopies::OnEvent(const std::string& key, const v1::SchemaEvent& event) {

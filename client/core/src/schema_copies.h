@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -85,6 +86,13 @@ class SchemaCopies {
   };
   static std::string KeyOf(const std::string& name, const std::string& id);
   static bool IsTrusted(const Copy& copy);
+  // This client's change at `version`, made by `edit` on the leaves: applied
+  // to a new copy if it is the very next version of a trusted one,
+  // otherwise trust waits for the stream to report that version.
+  void ApplyOwnChange(const std::string& name, const std::string& id, int64_t version,
+                      const std::function<void(std::vector<LeafMeta>&)>& edit);
+  // No answer from the copy until the stream reports a newer version.
+  static void Distrust(Copy& copy);
   // From the streams (gRPC threads); `key` is KeyOf.
   void OnEvent(const std::string& key, const v1::SchemaEvent& event);
   // The stream's last read failed: it is over, and no longer cancelled.
