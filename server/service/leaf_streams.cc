@@ -134,6 +134,19 @@ absl::StatusOr<WriteStream::Piece> WriteStream::OnData(std::string_view bytes) {
   return Piece::kData;
 }
 
+std::string WriteStream::TakeData() {
+  std::string taken;
+  // Outside a SmallWrite the piece is the whole data field of chunk_ (the
+  // next Read() overwrites it anyway); inside one it is copied.
+  if (!small_ && chunk_.kind_case() == v1::WriteChunk::kData) {
+    taken = std::move(*chunk_.mutable_data());
+  } else {
+    taken.assign(data_);
+  }
+  data_ = {};
+  return taken;
+}
+
 absl::Status ReadStream::Send(const grpc::ByteBuffer& frame) {
   if (ctx_->IsCancelled() || !writer_->Write(frame)) {
     return absl::CancelledError("client went away");

@@ -24,6 +24,7 @@
 #ifndef TDSTORE_SERVER_SERVICE_LEAF_STREAMS_H_
 #define TDSTORE_SERVER_SERVICE_LEAF_STREAMS_H_
 
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -61,6 +62,9 @@ class WriteStream {
   absl::StatusOr<Piece> Next();
   const Header& header() const { return header_; }
   std::string_view data() const { return data_; }
+  // The current data piece as a string of its own, moved out of the stream
+  // rather than copied where it can be; data() is empty afterwards.
+  std::string TakeData();
   // Leaves begun so far.
   int leaves() const { return leaves_; }
 

@@ -1,11 +1,13 @@
 #include "server/service/tdstore_service.h"
 
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_limits.h"
+#include "server/service/write_behind.h"
 #include "server/store/outcome.h"
 
 namespace tdstore::service {
@@ -232,22 +234,47 @@ absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegi
                                         v1::WriteLeavesResponse* resp) {
   auto txn = store_->BeginWrite({begin.dict(), begin.dict_id()});
   if (!txn.ok()) return txn.status();
+  store::WriteTxn* const t = txn->get();
   // Any early return destroys the transaction, which aborts it: nothing
-  // becomes visible and the blocks written so far are deleted.
+  // becomes visible and the blocks written so far are deleted. `behind` is
+  // declared after it, so its worker has stopped by then.
+  //
+  // Small puts run each step here. From the first large data chunk on, the
+  // steps run on a WriteBehind worker while this thread receives the next
+  // chunk, when the memory budget has room for its queue right now.
+  std::optional<store::MemoryBudget::Lease> behind_lease;
+  std::optional<WriteBehind> behind;
+  auto run = [&](WriteBehind::Step step, int64_t bytes) -> absl::Status {
+    if (behind) return behind->Push(std::move(step), bytes);
+    return std::move(step)();
+  };
   for (;;) {
     auto piece = stream.Next();
     if (!piece.ok()) return piece.status();
     absl::Status status;
     switch (*piece) {
-      case WriteStream::Piece::kHeader: {
-        const WriteStream::Header& h = stream.header();
-        status = (*txn)->BeginLeaf(h.path, h.dtype, h.shape, h.byte_size);
+      case WriteStream::Piece::kHeader:
+        status = run([t, h = stream.header()] {
+          return t->BeginLeaf(h.path, h.dtype, h.shape, h.byte_size);
+        }, 0);
+        break;
+      case WriteStream::Piece::kData: {
+        const auto size = static_cast<int64_t>(stream.data().size());
+        if (!behind && size >= kWriteBehindMinChunkBytes) {
+          behind_lease = store_->budget().TryAcquire(kWriteBehindQueueBytes);
+          if (behind_lease) behind.emplace(kWriteBehindQueueBytes);
+        }
+        if (!behind) {
+          status = t->Append(stream.data());
+          break;
+        }
+        status = behind->Push([t, bytes = stream.TakeData()] { return t->Append(bytes); }, size);
         break;
       }
-      case WriteStream::Piece::kData:
-        status = (*txn)->Append(stream.data());
-        break;
       case WriteStream::Piece::kEnd: {
+        if (behind) {
+          if (auto s = behind->Wait(); !s.ok()) return s;
+        }
         auto result = (*txn)->Commit();
         if (!result.ok()) return result.status();
         for (const store::Leaf& leaf : result->written) ToProto(leaf, resp->add_written());

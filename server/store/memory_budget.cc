@@ -44,6 +44,15 @@ absl::StatusOr<MemoryBudget::Lease> MemoryBudget::Acquire(int64_t bytes, std::st
   return Lease(this, bytes);
 }
 
+std::optional<MemoryBudget::Lease> MemoryBudget::TryAcquire(int64_t bytes) {
+  bytes = std::max<int64_t>(0, bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (used_ + bytes > total_) return std::nullopt;
+  used_ += bytes;
+  peak_ = std::max(peak_, used_);
+  return Lease(this, bytes);
+}
+
 absl::Status MemoryBudget::Take(int64_t bytes, std::string_view what) {
   // Checked before waiting: a request bigger than the whole budget would
   // wait in vain. (Grow passes the lease's would-be total here when that

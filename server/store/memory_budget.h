@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -66,6 +67,9 @@ class MemoryBudget {
   // A lease of `bytes` (>= 0). `what` names the buffer in the error
   // message. RESOURCE_EXHAUSTED if it does not fit within max_wait.
   absl::StatusOr<Lease> Acquire(int64_t bytes, std::string_view what);
+  // A lease of `bytes` if they fit right now, else nullopt; never waits.
+  // For buffers that only speed a call up and that it can do without.
+  std::optional<Lease> TryAcquire(int64_t bytes);
   // An empty lease to Grow later.
   Lease Empty() { return Lease(this, 0); }
 

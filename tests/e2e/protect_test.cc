@@ -115,6 +115,29 @@ TEST_F(E2eQuota, EveryOversizedWriteIsRefusedBeforeWritingAnything) {
   EXPECT_TRUE(Contains(e.message(), "--dict-quota-bytes")) << e.what();
   EXPECT_EQ(NamespaceSnapshot(kNs), before);
 
+  // 2b. The same refusal for the second leaf of one call, after a first
+  //     leaf large enough that the put runs on its write-behind worker
+  //     (server/service/write_behind.h): the worker's error is the call's,
+  //     and the first leaf, fully sent, is not kept either.
+  e = ErrorOf([&] {
+    a.update({{Key("p"), at::rand({1000, 250})}, {Key("q"), at::zeros({1000, 300})}});
+  });
+  EXPECT_EQ(e.code(), StatusCode::kResourceExhausted) << e.what();
+  EXPECT_TRUE(Contains(e.message(), "--dict-quota-bytes")) << e.what();
+  {
+    // p's generation number was drawn (meta's next_gen moved on); besides
+    // that nothing changed: the same keys, the leaves and the byte counter
+    // as before, no block of p left behind.
+    auto after = NamespaceSnapshot(kNs);
+    std::vector<std::string> keys_before, keys_after;
+    for (const auto& [key, value] : before) keys_before.push_back(key);
+    for (const auto& [key, value] : after) keys_after.push_back(key);
+    EXPECT_EQ(keys_after, keys_before);
+    EXPECT_EQ(after["quota:{1}:leaves"], before.at("quota:{1}:leaves"));
+    EXPECT_EQ(UsedBytesCounter(kNs), 1000000);
+    EXPECT_EQ(a.keys(), std::vector<Key>{Key("x")});
+  }
+
   // 3. The namespace quota: c fits its own quota but not the namespace's.
   Dict b = client.create("b", {1000});
   b.set("y", at::rand({1000, 500}));  // 2 MB: 3 MB stored

@@ -91,5 +91,23 @@ TEST(MemoryBudget, ManyThreadsNeverPassTheBudget) {
   EXPECT_EQ(budget.used_bytes(), 0);
 }
 
+TEST(MemoryBudget, TryAcquireTakesWhatFitsAndNeverWaits) {
+  MemoryBudget budget(100, milliseconds(5000));
+  auto a = budget.TryAcquire(70);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->bytes(), 70);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(budget.TryAcquire(31).has_value());
+  // Refused at once, not after the 5 s wait an Acquire would make.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(1000));
+  EXPECT_EQ(budget.used_bytes(), 70);
+  auto b = budget.TryAcquire(30);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(budget.used_bytes(), 100);
+  a.reset();
+  b.reset();
+  EXPECT_EQ(budget.used_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace tdstore::store
