@@ -39,4 +39,16 @@ std::vector<LeafPath> ListKeys(const std::vector<LeafPath>& leaves, bool include
   return out;
 }
 
+std::vector<LeafPath> ListKeysUnder(const std::vector<LeafPath>& leaves, const LeafPath& prefix,
+                                    bool include_nested, bool leaves_only) {
+  if (prefix.empty()) return ListKeys(leaves, include_nested, leaves_only);
+  std::vector<LeafPath> under;
+  for (const LeafPath& p : leaves) {
+    if (p.size() > prefix.size() && IsPathPrefix(prefix, p)) {
+      under.emplace_back(p.begin() + static_cast<std::ptrdiff_t>(prefix.size()), p.end());
+    }
+  }
+  return ListKeys(under, include_nested, leaves_only);
+}
+
 }  // namespace tdstore

@@ -27,6 +27,12 @@ PathKind ClassifyPath(const std::vector<LeafPath>& leaves, const LeafPath& path)
 std::vector<LeafPath> ListKeys(const std::vector<LeafPath>& leaves, bool include_nested,
                                bool leaves_only);
 
+// The keys of the sub-dict at `prefix` (a kNode of `leaves`), relative to
+// it: ListKeys of the leaves under it with `prefix` taken off. An empty
+// prefix is the whole dict.
+std::vector<LeafPath> ListKeysUnder(const std::vector<LeafPath>& leaves, const LeafPath& prefix,
+                                    bool include_nested, bool leaves_only);
+
 }  // namespace tdstore
 
 #endif  // TDSTORE_COMMON_KEY_LISTING_H_

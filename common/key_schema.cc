@@ -43,6 +43,14 @@ std::string KeySchema::Pending(std::string_view dict_id) const {
   return absl::StrCat(ns_, ":{", AV(dict_id), "}:pending");
 }
 
+std::string KeySchema::Attrs(std::string_view dict_id) const {
+  return absl::StrCat(ns_, ":{", AV(dict_id), "}:attrs");
+}
+
+std::string KeySchema::Counters(std::string_view dict_id) const {
+  return absl::StrCat(ns_, ":{", AV(dict_id), "}:counters");
+}
+
 // Data keys use the tag "{<id>.<b>}": block b of every leaf shares one slot,
 // and different blocks land in different slots.
 std::string KeySchema::BlockPart(std::string_view dict_id, int64_t block,

@@ -37,6 +37,9 @@ class KeySchema {
   std::string Meta(std::string_view dict_id) const;
   std::string Leaves(std::string_view dict_id) const;
   std::string Pending(std::string_view dict_id) const;
+  // The dict's attributes (name -> value) and counters (name -> integer).
+  std::string Attrs(std::string_view dict_id) const;
+  std::string Counters(std::string_view dict_id) const;
   std::string BlockPart(std::string_view dict_id, int64_t block, int64_t generation,
                         int64_t part) const;
   // The pub/sub channel (not a key) on which every script that changes a

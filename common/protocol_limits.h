@@ -19,6 +19,15 @@ inline constexpr int64_t kMaxSmallStreamBytes = int64_t{64} << 10;
 // their headers (paths of up to 1 KiB) keep the message far below
 // kMaxMessageBytes.
 inline constexpr int64_t kMaxSmallReadLeaves = 256;
+// A dict's attributes (DictInfo.attrs): at most kMaxAttrs names of
+// 1..kMaxAttrNameBytes bytes, each value at most kMaxAttrValueBytes. All of
+// them together stay near 1 MiB, well inside a describe reply.
+inline constexpr int kMaxAttrs = 256;
+inline constexpr int kMaxAttrNameBytes = 256;
+inline constexpr int kMaxAttrValueBytes = 4096;
+// A dict's counters (CounterRequest): at most this many names (of
+// 1..kMaxAttrNameBytes bytes each).
+inline constexpr int kMaxCounters = 1024;
 // The largest message either side sends: no request or reply exceeds it,
 // whatever the tensor size (bulk data streams in chunks instead).
 inline constexpr int64_t kMaxMessageBytes = int64_t{4} << 20;

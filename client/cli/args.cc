@@ -31,6 +31,7 @@ const std::map<std::string, std::string>& ValueOptions() {
 const std::map<std::string, std::string>& FlagOptions() {
   static const auto* options = new std::map<std::string, std::string>{
       {"--quiet", "quiet"},
+      {"--replace", "replace"},
       {"--tls", "tls"},
       {"-q", "quiet"},
   };
@@ -51,8 +52,10 @@ CommandLine ParseCommandLine(int argc, char** argv) {
   bool options_ended = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    // "-" alone is an operand (stdout for -o), as is anything after "--".
-    if (options_ended || arg.size() < 2 || arg[0] != '-') {
+    // "-" alone is an operand (stdout for -o), as is anything after "--",
+    // and a negative number ("counter d n add -5").
+    const bool negative_number = arg.size() >= 2 && arg[0] == '-' && arg[1] >= '0' && arg[1] <= '9';
+    if (options_ended || arg.size() < 2 || arg[0] != '-' || negative_number) {
       positional.push_back(arg);
       continue;
     }

@@ -2,7 +2,7 @@
 //
 // Options may come anywhere after the program name, as "--name value",
 // "--name=value" or, for -o, "-o value"; flags (--quiet, -q) take no value;
-// "--" ends them. Which options a
+// "--" ends them. A negative number ("-5") is an operand, not an option. Which options a
 // command accepts is checked by the command table in main.cc.
 #ifndef TDSTORE_CLIENT_CLI_ARGS_H_
 #define TDSTORE_CLIENT_CLI_ARGS_H_

@@ -60,6 +60,8 @@ void RunInfo(core::Client& client, const CommandLine& line, std::ostream& out) {
       << "rows per block:  " << info.rows_per_block << '\n'
       << "part bytes:      " << info.part_bytes << '\n'
       << "version:         " << info.version << '\n'
+      << "locked:          " << (info.locked ? "yes" : "no") << '\n'
+      << "attributes:      " << info.attrs.size() << " (tdstore attr " << info.name << ")\n"
       << "leaves:          " << leaves.size() << " (" << TotalBytes(leaves) << " bytes)\n";
   PrintLeafTable(leaves, "  ", out);
   out << "handle:          " << dict.handle() << '\n';

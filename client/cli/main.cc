@@ -12,6 +12,7 @@
 #include "client/cli/commands.h"
 #include "client/cli/connection_options.h"
 #include "client/cli/data_commands.h"
+#include "client/cli/state_commands.h"
 #include "tdstore/core.h"
 
 namespace tdstore::cli {
@@ -42,6 +43,21 @@ Commands:
   cp SRC DST                  copy a dict: batch size, block layout, every leaf
   stats [NAME]                the server and every dict's leaves and bytes; or
                               one dict's leaves, bytes, blocks and Redis values
+  lock NAME | unlock NAME     lock the dict for everyone: no leaf may be added,
+                              replaced by another dtype or shape, or deleted;
+                              writes into existing leaves go on
+  attr NAME                   the dict's attributes, NAME<TAB>VALUE per line
+  attr NAME get KEY | set KEY VALUE | rm KEY
+                              read, set or remove one attribute
+  mv NAME FROM TO [--replace] move a leaf or subtree in one step, no data moved;
+                              --replace overwrites what is at TO
+  fill NAME PATH VALUE [--index IDX | --index-file IDX.npy]
+                              set every element of PATH (a leaf, or every leaf of a
+                              sub-dict), or its rows at IDX, to VALUE on the server
+  counter NAME CNAME          a counter of the dict (0 if never set)
+  counter NAME CNAME add [DELTA] | cas EXPECTED NEW
+                              add atomically (prints the new value), or
+                              compare-and-set (prints "swapped N" / "unchanged N")
 
 Indices (over the batch dims, as Python writes them; quote them for the shell):
   3   -1   3:10:2   ::3   :   ...   [1,5,9]   [[0,1],[2,3]]   [True,False,True]
@@ -95,6 +111,12 @@ const std::vector<CommandSpec>& Commands() {
       {"export", 2, 2, {}, RunExport},
       {"cp", 2, 2, {}, RunCopy},
       {"stats", 0, 1, {}, RunStats},
+      {"lock", 1, 1, {}, RunLock},
+      {"unlock", 1, 1, {}, RunUnlock},
+      {"attr", 1, 4, {}, RunAttr},
+      {"counter", 2, 5, {}, RunCounter},
+      {"mv", 3, 3, {"replace"}, RunMove},
+      {"fill", 3, 3, {"index", "index-file"}, RunFill},
   };
   return *commands;
 }

@@ -2,7 +2,11 @@
 // and LocalDict.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
+#include "client/src/scalar_type.h"
 #include "client/src/tensor_bytes.h"
+#include "common/path.h"
 #include "tdstore/client.h"
 
 namespace tdstore {
@@ -107,6 +111,32 @@ bool Dict::contains(const Key& path) { return core_.contains(path); }
 
 void Dict::erase(const Key& path) { core_.erase(path); }
 
+void Dict::fill(const std::vector<Key>& paths, const at::Scalar& value, const Index* index) {
+  std::vector<core::LeafFill> fills;
+  for (const core::LeafMeta& leaf : core_.describe().leaves) {
+    const bool named = paths.empty() || std::any_of(paths.begin(), paths.end(), [&](const Key& p) {
+                         return IsPathPrefix(p.parts(), leaf.path.parts());
+                       });
+    if (!named) continue;
+    const std::optional<at::ScalarType> type = ScalarTypeFromDType(leaf.dtype);
+    if (!type) throw Error(StatusCode::kInvalidArgument, "leaf '" + leaf.path.str() + "': unknown dtype");
+    // One element of the leaf's dtype, cast as fill_ casts.
+    const at::Tensor element = at::empty({1}, at::TensorOptions().dtype(*type)).fill_(value);
+    fills.push_back({leaf.path, leaf.dtype,
+                     std::string(static_cast<const char*>(element.data_ptr()),
+                                 static_cast<size_t>(element.element_size()))});
+  }
+  if (fills.empty()) {
+    throw Error(StatusCode::kNotFound, "no leaf of dict '" + name() + "' lies under the given paths");
+  }
+  if (index == nullptr) {
+    core_.fill(fills);
+    return;
+  }
+  const core::Index wire = ToCoreIndex(*index);
+  core_.fill(fills, &wire);
+}
+
 DictInfo Dict::describe() {
   const core::DictInfo info = core_.describe();
   DictInfo out;
@@ -118,6 +148,8 @@ DictInfo Dict::describe() {
   out.rows_per_block = info.rows_per_block;
   out.part_bytes = info.part_bytes;
   out.version = info.version;
+  out.locked = info.locked;
+  out.attrs = info.attrs;
   return out;
 }
 

@@ -2,7 +2,8 @@
 -- KEYS[1] meta, KEYS[2] leaves, KEYS[3] pending (same slot: {dict_id}).
 -- ARGV[1] n, ARGV[2] mode, then n triples: encoded path, leaf record,
 -- generation, then the schema-change channel and the dict's id, which is
--- published on it. Mode 'replace': all leaves flip together or none does.
+-- published on it. Mode 'replace': all leaves flip together or none does;
+-- 'strict': the same, but a locked dict refuses it whatever it writes.
 -- Mode 'create': only paths that are still absent get their new leaf (the
 -- zero-filled leaves an indexed write creates); a path someone else created
 -- meanwhile keeps theirs, and ours is parked for deletion like a replaced
@@ -13,12 +14,32 @@
 -- then the entry, and if the caller dies first the sweeper does it.
 -- Errors: TDNODICT (dict deleted or being deleted), TDSWEPT (a generation's
 -- pending entry is gone: the write took longer than the pending timeout and was swept),
--- TDCONFLICT (a new path lies under an existing leaf or above one).
+-- TDCONFLICT (a new path lies under an existing leaf or above one),
+-- TDLOCKED <path> (the dict is locked, set_locked.lua, and the write would
+-- add a leaf or replace one by a leaf of another dtype or shape).
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then
   return redis.error_reply('TDNODICT the dict was deleted')
 end
 local n = tonumber(ARGV[1])
 local create_only = ARGV[2] == 'create'
+if redis.call('HEXISTS', KEYS[1], 'locked') == 1 and ARGV[2] == 'strict' then
+  return redis.error_reply('TDLOCKED ' .. ARGV[3])
+end
+if redis.call('HEXISTS', KEYS[1], 'locked') == 1 then
+  -- A locked dict keeps its schema: only rewriting a leaf in place (same
+  -- dtype and shape, a new generation) is allowed, as tensordict allows
+  -- writes into a locked TensorDict's existing tensors.
+  local function without_gen(record)
+    return (string.gsub(record, ';?gen=%d+', ''))
+  end
+  for i = 0, n - 1 do
+    local p, rec = ARGV[3 + 3 * i], ARGV[3 + 3 * i + 1]
+    local old = redis.call('HGET', KEYS[2], p)
+    if not old or without_gen(old) ~= without_gen(rec) then
+      return redis.error_reply('TDLOCKED ' .. p)
+    end
+  end
+end
 for i = 0, n - 1 do
   local gen = ARGV[3 + 3 * i + 2]
   if redis.call('HEXISTS', KEYS[3], gen) == 0 then

@@ -6,9 +6,12 @@
 -- generations are parked in the pending hash as already expired, as in
 -- commit_leaves.lua: the caller deletes the blocks, then the entries.
 -- Errors: TDNODICT if the dict was deleted; TDNOTFOUND <path> if a path
--- matches nothing.
+-- matches nothing; TDLOCKED if the dict is locked (set_locked.lua).
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then
   return redis.error_reply('TDNODICT the dict was deleted')
+end
+if redis.call('HEXISTS', KEYS[1], 'locked') == 1 then
+  return redis.error_reply('TDLOCKED the dict is locked')
 end
 local all = redis.call('HGETALL', KEYS[2])
 local doomed = {}

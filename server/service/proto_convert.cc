@@ -99,6 +99,8 @@ void ToProto(const store::DictSchema& schema, v1::DictInfo* out) {
   out->set_rows_per_block(schema.meta.rows_per_block);
   out->set_part_bytes(schema.meta.part_bytes);
   out->set_version(schema.meta.version);
+  out->set_locked(schema.meta.locked);
+  out->mutable_attrs()->insert(schema.attrs.begin(), schema.attrs.end());
 }
 
 }  // namespace tdstore::service

@@ -4,6 +4,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/key_listing.h"
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_limits.h"
@@ -205,6 +206,112 @@ grpc::Status TdStoreService::RenameDict(grpc::ServerContext* ctx,
   });
 }
 
+grpc::Status TdStoreService::RenameLeaves(grpc::ServerContext* ctx,
+                                          const v1::RenameLeavesRequest* req,
+                                          v1::RenameLeavesResponse* resp) {
+  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+    for (const v1::Path* p : {&req->from(), &req->to()}) {
+      if (auto s = CheckPath(limits_, *p); !s.ok()) return ToGrpc(s);
+    }
+    auto from = FromProto(req->from());
+    if (!from.ok()) return ToGrpc(from.status());
+    auto to = FromProto(req->to());
+    if (!to.ok()) return ToGrpc(to.status());
+    auto renamed = store_->RenameLeaves({req->dict(), req->dict_id()}, *from, *to, req->replace());
+    if (!renamed.ok()) return ToGrpc(renamed.status());
+    for (const auto& [before, after] : renamed->moved) {
+      ToProto(before, resp->add_moved());
+      ToProto(after, resp->add_moved());
+    }
+    for (const LeafPath& p : renamed->replaced) ToProto(p, resp->add_replaced());
+    resp->set_version(renamed->version);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status TdStoreService::FillLeaves(grpc::ServerContext* ctx,
+                                        const v1::FillLeavesRequest* req,
+                                        v1::FillLeavesResponse* resp) {
+  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+    if (auto s = CheckLeafCount(limits_, req->leaves_size()); !s.ok()) return ToGrpc(s);
+    std::vector<store::Fill> fills;
+    for (const v1::FillLeavesRequest::Fill& f : req->leaves()) {
+      if (auto s = CheckPath(limits_, f.path()); !s.ok()) return ToGrpc(s);
+      auto path = FromProto(f.path());
+      if (!path.ok()) return ToGrpc(path.status());
+      auto dtype = FromProto(f.dtype());
+      if (!dtype.ok()) return ToGrpc(dtype.status());
+      fills.push_back({*std::move(path), *dtype, f.element()});
+    }
+    std::optional<plan::IndexSpec> index;
+    if (req->has_index()) {
+      if (auto s = CheckIndex(limits_, req->index()); !s.ok()) return ToGrpc(s);
+      auto spec = FromProto(req->index());
+      if (!spec.ok()) return ToGrpc(spec.status());
+      index = *std::move(spec);
+    }
+    auto version = store_->FillLeaves({req->dict(), req->dict_id()}, fills,
+                                      index ? &*index : nullptr);
+    if (!version.ok()) return ToGrpc(version.status());
+    resp->set_version(*version);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status TdStoreService::SetLocked(grpc::ServerContext* ctx,
+                                       const v1::SetLockedRequest* req, v1::DictInfo* resp) {
+  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+    auto schema = store_->SetLocked({req->dict(), req->dict_id()}, req->locked());
+    if (!schema.ok()) return ToGrpc(schema.status());
+    ToProto(*schema, resp);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status TdStoreService::UpdateAttrs(grpc::ServerContext* ctx,
+                                         const v1::UpdateAttrsRequest* req, v1::DictInfo* resp) {
+  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+    store::AttrsUpdate update;
+    update.set.insert(req->set().begin(), req->set().end());
+    update.remove.assign(req->remove().begin(), req->remove().end());
+    auto schema = store_->UpdateAttrs({req->dict(), req->dict_id()}, update);
+    if (!schema.ok()) return ToGrpc(schema.status());
+    ToProto(*schema, resp);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status TdStoreService::Counter(grpc::ServerContext* ctx, const v1::CounterRequest* req,
+                                     v1::CounterResponse* resp) {
+  const Access access = req->op_case() == v1::CounterRequest::kGet ? Access::kRead
+                                                                    : Access::kWrite;
+  return Serve(ctx, {req->dict(), access}, [&](const Grant*) {
+    store::CounterOp op;
+    op.name = req->name();
+    switch (req->op_case()) {
+      case v1::CounterRequest::kGet:
+        op.kind = store::CounterOp::Kind::kGet;
+        break;
+      case v1::CounterRequest::kAdd:
+        op.kind = store::CounterOp::Kind::kAdd;
+        op.delta = req->add();
+        break;
+      case v1::CounterRequest::kCas:
+        op.kind = store::CounterOp::Kind::kCas;
+        op.expected = req->cas().expected();
+        op.new_value = req->cas().new_value();
+        break;
+      default:
+        return ToGrpc(absl::InvalidArgumentError("a counter request needs add, cas or get"));
+    }
+    auto result = store_->Counter({req->dict(), req->dict_id()}, op);
+    if (!result.ok()) return ToGrpc(result.status());
+    resp->set_value(result->value);
+    resp->set_swapped(result->swapped);
+    return grpc::Status::OK;
+  });
+}
+
 grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
                                          grpc::ServerReader<v1::WriteChunk>* reader,
                                          v1::WriteLeavesResponse* resp) {
@@ -235,6 +342,7 @@ absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegi
   auto txn = store_->BeginWrite({begin.dict(), begin.dict_id()});
   if (!txn.ok()) return txn.status();
   store::WriteTxn* const t = txn->get();
+  if (begin.refuse_if_locked()) t->RefuseIfLocked();
   // Any early return destroys the transaction, which aborts it: nothing
   // becomes visible and the blocks written so far are deleted. `behind` is
   // declared after it, so its worker has stopped by then.
@@ -433,9 +541,29 @@ grpc::Status TdStoreService::DeleteLeaves(grpc::ServerContext* ctx,
 grpc::Status TdStoreService::ListKeys(grpc::ServerContext* ctx, const v1::ListKeysRequest* req,
                                       v1::ListKeysResponse* resp) {
   return Serve(ctx, {req->dict(), Access::kRead}, [&](const Grant*) {
+    LeafPath prefix;
+    if (req->has_prefix() && req->prefix().components_size() > 0) {
+      if (auto s = CheckPath(limits_, req->prefix()); !s.ok()) return ToGrpc(s);
+      auto path = FromProto(req->prefix());
+      if (!path.ok()) return ToGrpc(path.status());
+      prefix = *std::move(path);
+    }
     auto schema = store_->Describe({req->dict(), req->dict_id()});
     if (!schema.ok()) return ToGrpc(schema.status());
-    for (const LeafPath& p : schema->Keys(req->include_nested(), req->leaves_only())) {
+    if (!prefix.empty()) {
+      switch (schema->Classify(prefix)) {
+        case store::DictSchema::PathKind::kLeaf:
+          return ToGrpc(absl::InvalidArgumentError(
+              StrCat("'", PathToDisplay(prefix), "' is a leaf, not a sub-dict")));
+        case store::DictSchema::PathKind::kAbsent:
+          return ToGrpc(absl::NotFoundError(StrCat("dict '", req->dict(), "' has no sub-dict '",
+                                                   PathToDisplay(prefix), "'")));
+        case store::DictSchema::PathKind::kNode:
+          break;
+      }
+    }
+    for (const LeafPath& p :
+         ListKeysUnder(schema->LeafPaths(), prefix, req->include_nested(), req->leaves_only())) {
       ToProto(p, resp->add_keys());
     }
     return grpc::Status::OK;

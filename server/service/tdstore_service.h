@@ -95,6 +95,19 @@ class TdStoreService final
   grpc::Status Exists(grpc::ServerContext* ctx, const v1::ExistsRequest* req,
                       v1::ExistsResponse* resp) override;
 
+  grpc::Status RenameLeaves(grpc::ServerContext* ctx, const v1::RenameLeavesRequest* req,
+                            v1::RenameLeavesResponse* resp) override;
+  grpc::Status FillLeaves(grpc::ServerContext* ctx, const v1::FillLeavesRequest* req,
+                          v1::FillLeavesResponse* resp) override;
+
+  // The dict's lock, attributes and counters (store/dict_state.h).
+  grpc::Status SetLocked(grpc::ServerContext* ctx, const v1::SetLockedRequest* req,
+                         v1::DictInfo* resp) override;
+  grpc::Status UpdateAttrs(grpc::ServerContext* ctx, const v1::UpdateAttrsRequest* req,
+                           v1::DictInfo* resp) override;
+  grpc::Status Counter(grpc::ServerContext* ctx, const v1::CounterRequest* req,
+                       v1::CounterResponse* resp) override;
+
   // AppendBegin, then RowBatches applied in order, each answered by an
   // AppendAck (the proto's "Streaming appends"). A failed batch is acked
   // with its error and the stream goes on; only a malformed stream ends it.

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "common/str_cat.h"
 #include "server/log.h"
+#include "server/store/dict_state.h"
 #include "server/store/lua_scripts.h"
 #include "server/store/redis_errors.h"
 
@@ -175,18 +176,23 @@ absl::StatusOr<std::string> DictStore::LookupId(std::string_view name) const {
 absl::StatusOr<DictSchema> DictStore::LoadDictById(const std::string& id) const {
   const std::string meta_key = keys_.Meta(id);
   const std::string leaves_key = keys_.Leaves(id);
-  // Both keys share the slot {id}: one pipeline, one round trip.
-  auto pipe = redis_->NewPipeline(2);
+  const std::string attrs_key = keys_.Attrs(id);
+  // The keys share the slot {id}: one pipeline, one round trip.
+  auto pipe = redis_->NewPipeline(3);
   if (!pipe.ok()) return pipe.status();
   if (auto s = (*pipe)->Send(meta_key, {"HGETALL", meta_key}); !s.ok()) return s;
   if (auto s = (*pipe)->Send(leaves_key, {"HGETALL", leaves_key}); !s.ok()) return s;
+  if (auto s = (*pipe)->Send(attrs_key, {"HGETALL", attrs_key}); !s.ok()) return s;
   auto meta = (*pipe)->Receive();
   if (!meta.ok()) return meta.status();
   auto leaves = (*pipe)->Receive();
   if (!leaves.ok()) return leaves.status();
+  auto attrs = (*pipe)->Receive();
+  if (!attrs.ok()) return attrs.status();
   if (auto s = ReplyStatus(*meta, "read dict meta"); !s.ok()) return s;
   if (auto s = ReplyStatus(*leaves, "read leaf registry"); !s.ok()) return s;
-  return ParseSchema(id, StringArray(*meta), StringArray(*leaves));
+  if (auto s = ReplyStatus(*attrs, "read dict attributes"); !s.ok()) return s;
+  return ParseSchema(id, StringArray(*meta), StringArray(*leaves), StringArray(*attrs));
 }
 
 absl::StatusOr<DictSchema> DictStore::LoadDict(std::string_view name) const {
@@ -219,24 +225,30 @@ absl::StatusOr<DictSchema> DictStore::Load(const DictRef& ref) const {
   const std::string id(ref.id);
   const std::string meta_key = keys_.Meta(id);
   const std::string leaves_key = keys_.Leaves(id);
+  const std::string attrs_key = keys_.Attrs(id);
   const std::string catalog = keys_.Catalog();
   // One round trip: the schema (one slot) and what the catalog says the
   // name means (the catalog decides; the meta's name is informational).
-  auto pipe = redis_->NewPipeline(3);
+  auto pipe = redis_->NewPipeline(4);
   if (!pipe.ok()) return pipe.status();
   if (auto s = (*pipe)->Send(meta_key, {"HGETALL", meta_key}); !s.ok()) return s;
   if (auto s = (*pipe)->Send(leaves_key, {"HGETALL", leaves_key}); !s.ok()) return s;
+  if (auto s = (*pipe)->Send(attrs_key, {"HGETALL", attrs_key}); !s.ok()) return s;
   if (auto s = (*pipe)->Send(catalog, {"HGET", catalog, ref.name}); !s.ok()) return s;
   auto meta = (*pipe)->Receive();
   if (!meta.ok()) return meta.status();
   auto leaves = (*pipe)->Receive();
   if (!leaves.ok()) return leaves.status();
+  auto attrs = (*pipe)->Receive();
+  if (!attrs.ok()) return attrs.status();
   auto named = (*pipe)->Receive();
   if (!named.ok()) return named.status();
   if (auto s = ReplyStatus(*meta, "read dict meta"); !s.ok()) return s;
   if (auto s = ReplyStatus(*leaves, "read leaf registry"); !s.ok()) return s;
+  if (auto s = ReplyStatus(*attrs, "read dict attributes"); !s.ok()) return s;
   if (auto s = ReplyStatus(*named, "look up dict"); !s.ok()) return s;
-  auto schema = ParseSchema(id, StringArray(*meta), StringArray(*leaves));
+  auto schema =
+      ParseSchema(id, StringArray(*meta), StringArray(*leaves), StringArray(*attrs));
   if (absl::IsNotFound(schema.status()) || (schema.ok() && schema->meta.deleting) ||
       named->str() != id) {
     cache_.Forget(id);
@@ -368,7 +380,8 @@ absl::Status DictStore::FinishDelete(const std::string& id) {
       stored += RecordBytes(record->leaf);
     }
     // The registry and the meta, in one slot.
-    auto del = redis_->Call(meta_key, {"DEL", leaves_key, pending_key, meta_key});
+    auto del = redis_->Call(meta_key, {"DEL", leaves_key, pending_key, keys_.Attrs(id),
+                                       keys_.Counters(id), meta_key});
     if (!del.ok()) return del.status();
     if (auto s = ReplyStatus(*del, "delete dict registry"); !s.ok()) return s;
     // Only the call whose DEL removed the records returns their bytes (a
@@ -405,6 +418,65 @@ absl::StatusOr<DictSchema> DictStore::RenameDict(const DictRef& ref,
   return Load({new_name, id});
 }
 
+absl::StatusOr<DictStore::Renamed> DictStore::RenameLeaves(const DictRef& ref,
+                                                           const LeafPath& from,
+                                                           const LeafPath& to, bool replace) {
+  const std::string_view name = ref.name;
+  if (auto s = ValidatePath(from); !s.ok()) return s;
+  if (auto s = ValidatePath(to); !s.ok()) return s;
+  auto schema = Load(ref);
+  if (!schema.ok()) return schema.status();
+  const std::string& id = schema->meta.id;
+  const std::string channel = keys_.SchemaChannel();
+  const std::string from_key = EncodePath(from);
+  const std::string to_key = EncodePath(to);
+  auto reply = redis_->Eval(GetScripts().rename_leaves,
+                            {keys_.Meta(id), keys_.Leaves(id), keys_.Pending(id)},
+                            {channel, id, from_key, to_key, replace ? "1" : "0"});
+  if (!reply.ok()) return reply.status();
+  const std::string_view tag = ErrorTag(*reply);
+  auto display = [&](std::string_view encoded) {
+    auto path = DecodePath(encoded);
+    return StrCat("'", path.ok() ? PathToDisplay(*path) : std::string(encoded), "'");
+  };
+  if (tag == "TDNODICT") return NotFound(ref);
+  if (tag == "TDLOCKED") return LockedError(name, "rename leaves");
+  if (tag == "TDNOTFOUND") {
+    return absl::NotFoundError(StrCat("dict '", name, "' has no leaf or sub-dict ",
+                                      display(from_key)));
+  }
+  if (tag == "TDEXISTS") {
+    return absl::AlreadyExistsError(StrCat("cannot rename ", display(from_key), " to ",
+                                           display(to_key), ": dict '", name, "' has leaf ",
+                                           display(ErrorDetail(*reply)),
+                                           " there (replace it, or pick another name)"));
+  }
+  if (tag == "TDCONFLICT") {
+    return absl::FailedPreconditionError(StrCat(
+        "cannot rename ", display(from_key), " to ", display(to_key), ": it conflicts with ",
+        display(ErrorDetail(*reply)),
+        " (a path cannot be both a leaf and a sub-dict, nor move into itself)"));
+  }
+  if (auto s = ReplyStatus(*reply, "rename leaves"); !s.ok()) return s;
+  Renamed renamed;
+  renamed.version = (*reply)[0].integer();
+  size_t i = 1;
+  for (; i + 1 < reply->size() && !(*reply)[i].str().empty(); i += 2) {
+    auto before = DecodePath((*reply)[i].str());
+    auto after = DecodePath((*reply)[i + 1].str());
+    if (before.ok() && after.ok()) renamed.moved.emplace_back(*before, *after);
+  }
+  for (++i; i + 1 < reply->size(); i += 2) {
+    auto path = DecodePath((*reply)[i].str());
+    auto record = DecodeLeafRecord((*reply)[i + 1].str());
+    if (!path.ok() || !record.ok()) continue;
+    renamed.replaced.push_back(*std::move(path));
+    // Best effort, as a delete's: the sweeper finds a parked entry later.
+    (void)DropRetired(schema->meta, *record);
+  }
+  return renamed;
+}
+
 absl::StatusOr<DictStore::Removed> DictStore::DeleteLeaves(const DictRef& ref,
                                                            const std::vector<LeafPath>& paths) {
   const std::string_view name = ref.name;
@@ -426,6 +498,7 @@ absl::StatusOr<DictStore::Removed> DictStore::DeleteLeaves(const DictRef& ref,
       redis_->Eval(GetScripts().delete_leaves, {meta_key, leaves_key, pending_key}, args);
   if (!reply.ok()) return reply.status();
   if (ErrorTag(*reply) == "TDNODICT") return NotFound(ref);
+  if (ErrorTag(*reply) == "TDLOCKED") return LockedError(name, "delete leaves");
   if (ErrorTag(*reply) == "TDNOTFOUND") {
     std::string_view detail = ErrorDetail(*reply);
     auto path = DecodePath(detail);

@@ -159,6 +159,20 @@ class DictStore {
   };
   absl::StatusOr<Removed> DeleteLeaves(const DictRef& ref, const std::vector<LeafPath>& paths);
 
+  // Moves the leaf or subtree at `from` to `to` in one step, without moving
+  // data (rename_leaves.lua): only leaf records change. With `replace`,
+  // whatever is at `to` goes (its blocks deleted afterwards, as a delete's).
+  // NOT_FOUND if nothing is at `from`; ALREADY_EXISTS if something is at
+  // `to` and not `replace`; FAILED_PRECONDITION if `to` lies under a leaf,
+  // one path holds the other, or the dict is locked. Nothing changes then.
+  struct Renamed {
+    std::vector<std::pair<LeafPath, LeafPath>> moved;  // before, after
+    std::vector<LeafPath> replaced;
+    int64_t version = 0;
+  };
+  absl::StatusOr<Renamed> RenameLeaves(const DictRef& ref, const LeafPath& from,
+                                       const LeafPath& to, bool replace);
+
   // Deletes every key of one generation of one leaf (pipelined UNLINKs).
   // Deleting keys that are already gone is fine.
   absl::Status DeleteGeneration(const DictSchema& schema, const LeafRecord& record);
@@ -175,10 +189,13 @@ class DictStore {
   // Schema by id; NOT_FOUND if its meta is gone.
   absl::StatusOr<DictSchema> LoadDictById(const std::string& id) const;
 
- private:
+  // The id the catalog gives `name` now; NOT_FOUND if none.
   absl::StatusOr<std::string> LookupId(std::string_view name) const;
-  absl::Status QuotaError(int64_t used, int64_t bytes, std::string_view what) const;
+  // NOT_FOUND for `ref` (naming its id when it has one).
   absl::Status NotFound(const DictRef& ref) const;
+
+ private:
+  absl::Status QuotaError(int64_t used, int64_t bytes, std::string_view what) const;
 
   redis::RedisClient* const redis_;
   const StoreOptions options_;

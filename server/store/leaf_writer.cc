@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/str_cat.h"
+#include "server/store/dict_state.h"
 #include "server/store/lua_scripts.h"
 #include "server/store/redis_errors.h"
 
@@ -77,6 +78,19 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape&
     if (auto s = CheckDisjoint(other.leaf.path, path); !s.ok()) return Fail(s);
   }
   if (auto s = CheckNesting(schema_, path); !s.ok()) return Fail(s);
+  const Leaf* replaced = schema_.Find(path);
+  if (schema_.meta.locked &&
+      (refuse_if_locked_ || replaced == nullptr || replaced->record.dtype != dtype ||
+       replaced->record.shape != shape)) {
+    // Early, before any data moves; commit_leaves.lua decides atomically.
+    return Fail(LockedError(
+        schema_.meta.name,
+        StrCat(replaced == nullptr           ? "add leaf "
+               : refuse_if_locked_           ? "replace leaf "
+                                             : "reshape leaf ",
+               Display(path),
+               replaced != nullptr && refuse_if_locked_ ? " (set it in place instead)" : "")));
+  }
   LeafRecord record{dtype, shape, 0};
   auto layout = schema_.Layout(record);
   if (!layout.ok()) return Fail(layout.status());
@@ -85,7 +99,6 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape&
   // The dict quota counts the dict as the commit will leave it (a replaced
   // leaf's bytes go); the namespace counter also holds the replaced
   // generation until its blocks are deleted, as Redis does.
-  const Leaf* replaced = schema_.Find(path);
   const int64_t after =
       bytes_after_commit_ + byte_size - (replaced ? RecordBytes(replaced->record) : 0);
   if (auto s = store_->CheckDictQuota(schema_.meta, after); !s.ok()) return Fail(s);
@@ -277,7 +290,9 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
   const KeySchema& keys = store_->keys();
   const std::string& id = schema_.meta.id;
   std::vector<std::string> args{StrCat(leaves_.size()),
-                                mode == CommitMode::kCreateMissing ? "create" : "replace"};
+                                mode == CommitMode::kCreateMissing ? "create"
+                                : refuse_if_locked_                ? "strict"
+                                                                   : "replace"};
   for (const PendingLeaf& p : leaves_) {
     args.push_back(EncodePath(p.leaf.path));
     args.push_back(EncodeLeafRecord(p.leaf.record));
@@ -310,6 +325,12 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
   if (tag == "TDSWEPT") {
     return Fail(absl::AbortedError(
         "the write took longer than the pending timeout and was swept; retry it"));
+  }
+  if (tag == "TDLOCKED") {
+    auto path = DecodePath(ErrorDetail(*reply));
+    return Fail(LockedError(schema_.meta.name,
+                            StrCat(refuse_if_locked_ ? "replace leaf " : "add or reshape leaf ",
+                                   path.ok() ? Display(*path) : "?")));
   }
   if (tag == "TDCONFLICT") {
     std::string_view detail = ErrorDetail(*reply);

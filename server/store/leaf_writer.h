@@ -80,6 +80,9 @@ class WriteTxn {
   ~WriteTxn();  // aborts unless committed
 
   const DictSchema& schema() const { return schema_; }
+  // From now on a locked dict refuses this write whatever it writes, not
+  // only new and reshaped leaves (WriteBegin.refuse_if_locked).
+  void RefuseIfLocked() { refuse_if_locked_ = true; }
 
   // Starts the next leaf. The previous one must be complete.
   absl::Status BeginLeaf(const LeafPath& path, DType dtype, const Shape& shape, int64_t byte_size);
@@ -120,6 +123,7 @@ class WriteTxn {
   // Reserved for a leaf whose generation is not recorded yet (begin_write
   // failed or has not answered): returned by Abort.
   int64_t unrecorded_reserved_ = 0;
+  bool refuse_if_locked_ = false;
   bool done_ = false;
 };
 

@@ -10,13 +10,17 @@ const Scripts& GetScripts() {
       redis::Script("begin_write", lua::kBeginWrite),
       redis::Script("claim_pending", lua::kClaimPending),
       redis::Script("commit_leaves", lua::kCommitLeaves),
+      redis::Script("counter", lua::kCounter),
       redis::Script("delete_leaves", lua::kDeleteLeaves),
       redis::Script("mark_deleting", lua::kMarkDeleting),
       redis::Script("rename_dict", lua::kRenameDict),
+      redis::Script("rename_leaves", lua::kRenameLeaves),
       redis::Script("reserve_bytes", lua::kReserveBytes),
+      redis::Script("set_locked", lua::kSetLocked),
       redis::Script("set_meta_name", lua::kSetMetaName),
       redis::Script("touch_pending", lua::kTouchPending),
       redis::Script("unpublish_dict", lua::kUnpublishDict),
+      redis::Script("update_attrs", lua::kUpdateAttrs),
       redis::Script("write_runs", lua::kWriteRuns),
   };
   return *scripts;
@@ -25,9 +29,9 @@ const Scripts& GetScripts() {
 absl::Status PreloadScripts(redis::RedisClient& redis) {
   const Scripts& s = GetScripts();
   for (const redis::Script* script :
-       {&s.begin_write, &s.claim_pending, &s.commit_leaves, &s.delete_leaves, &s.mark_deleting,
-        &s.rename_dict, &s.reserve_bytes, &s.set_meta_name, &s.touch_pending, &s.unpublish_dict,
-        &s.write_runs}) {
+       {&s.begin_write, &s.claim_pending, &s.commit_leaves, &s.counter, &s.delete_leaves,
+        &s.mark_deleting, &s.rename_dict, &s.rename_leaves, &s.reserve_bytes, &s.set_locked, &s.set_meta_name,
+        &s.touch_pending, &s.unpublish_dict, &s.update_attrs, &s.write_runs}) {
     auto replies = redis.CallOnEveryMaster({"SCRIPT", "LOAD", script->body()});
     if (!replies.ok()) return replies.status();
     for (const redis::Reply& reply : *replies) {

@@ -12,14 +12,18 @@ namespace tdstore::lua {
 extern const char kBeginWrite[];
 extern const char kClaimPending[];
 extern const char kCommitLeaves[];
+extern const char kCounter[];
 extern const char kDeleteLeaves[];
 extern const char kMarkDeleting[];
 extern const char kReadRuns[];
 extern const char kRenameDict[];
+extern const char kRenameLeaves[];
 extern const char kReserveBytes[];
+extern const char kSetLocked[];
 extern const char kSetMetaName[];
 extern const char kTouchPending[];
 extern const char kUnpublishDict[];
+extern const char kUpdateAttrs[];
 extern const char kWriteRuns[];
 }  // namespace tdstore::lua
 
@@ -30,13 +34,17 @@ struct Scripts {
   redis::Script begin_write;
   redis::Script claim_pending;
   redis::Script commit_leaves;
+  redis::Script counter;
   redis::Script delete_leaves;
   redis::Script mark_deleting;
   redis::Script rename_dict;
+  redis::Script rename_leaves;
   redis::Script reserve_bytes;
+  redis::Script set_locked;
   redis::Script set_meta_name;
   redis::Script touch_pending;
   redis::Script unpublish_dict;
+  redis::Script update_attrs;
   redis::Script write_runs;
 };
 const Scripts& GetScripts();

@@ -142,7 +142,8 @@ absl::Status CheckNesting(const DictSchema& schema, const LeafPath& path) {
 
 absl::StatusOr<DictSchema> ParseSchema(std::string id,
                                        const std::vector<std::string>& meta_fields,
-                                       const std::vector<std::string>& leaf_fields) {
+                                       const std::vector<std::string>& leaf_fields,
+                                       const std::vector<std::string>& attr_fields) {
   if (meta_fields.empty()) {
     return absl::NotFoundError(StrCat("dict id ", id, " has no meta record"));
   }
@@ -155,6 +156,8 @@ absl::StatusOr<DictSchema> ParseSchema(std::string id,
     seen.insert(f);
     if (f == kMetaDeleting) {
       schema.meta.deleting = true;
+    } else if (f == kMetaLocked) {
+      schema.meta.locked = true;
     } else if (f == kMetaName) {
       schema.meta.name = v;
     } else if (f == kMetaBatchShape) {
@@ -190,6 +193,9 @@ absl::StatusOr<DictSchema> ParseSchema(std::string id,
     auto record = DecodeLeafRecord(leaf_fields[i + 1]);
     if (!record.ok()) return record.status();
     schema.leaves.emplace(leaf_fields[i], Leaf{*std::move(path), *std::move(record)});
+  }
+  for (size_t i = 0; i + 1 < attr_fields.size(); i += 2) {
+    schema.attrs.emplace(attr_fields[i], attr_fields[i + 1]);
   }
   return schema;
 }

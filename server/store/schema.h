@@ -47,6 +47,8 @@ struct DictMeta {
   int64_t version = 0;
   // Set while the dict is being deleted (writers refuse it).
   bool deleting = false;
+  // Locked: its leaves keep their paths, dtypes and shapes (set_locked.lua).
+  bool locked = false;
 };
 
 // One stored leaf: its path and its current record.
@@ -60,6 +62,8 @@ struct DictSchema {
   // Keyed by encoded path (common/path.h), so iteration order is the order
   // of encoded paths: a subtree's leaves are contiguous.
   std::map<std::string, Leaf> leaves;
+  // User attributes (name -> value), read with the schema.
+  std::map<std::string, std::string> attrs;
 
   // Bytes of every leaf (what the dict stores; its quota counts this).
   int64_t StoredBytes() const;
@@ -117,13 +121,15 @@ inline constexpr char kMetaPartBytes[] = "part_bytes";
 inline constexpr char kMetaVersion[] = "version";
 inline constexpr char kMetaNextGen[] = "next_gen";
 inline constexpr char kMetaDeleting[] = "deleting";
+inline constexpr char kMetaLocked[] = "locked";
 
-// Builds a schema from the flattened field/value lists of HGETALL meta and
-// HGETALL leaves. DATA_LOSS if a record is malformed; NOT_FOUND if meta is
-// empty (the dict was deleted).
+// Builds a schema from the flattened field/value lists of HGETALL meta,
+// HGETALL leaves and HGETALL attrs. DATA_LOSS if a record is malformed;
+// NOT_FOUND if meta is empty (the dict was deleted).
 absl::StatusOr<DictSchema> ParseSchema(std::string id,
                                        const std::vector<std::string>& meta_fields,
-                                       const std::vector<std::string>& leaf_fields);
+                                       const std::vector<std::string>& leaf_fields,
+                                       const std::vector<std::string>& attr_fields);
 
 }  // namespace tdstore::store
 

@@ -57,6 +57,28 @@ absl::StatusOr<DictSchema> Store::RenameDict(const DictRef& ref, std::string_vie
   return dicts_->RenameDict(ref, new_name);
 }
 
+absl::StatusOr<DictStore::Renamed> Store::RenameLeaves(const DictRef& ref, const LeafPath& from,
+                                                       const LeafPath& to, bool replace) {
+  return dicts_->RenameLeaves(ref, from, to, replace);
+}
+
+absl::StatusOr<int64_t> Store::FillLeaves(const DictRef& ref, const std::vector<Fill>& fills,
+                                          const plan::IndexSpec* index) {
+  return store::FillLeaves(*dicts_, ref, fills, index);
+}
+
+absl::StatusOr<DictSchema> Store::SetLocked(const DictRef& ref, bool locked) {
+  return store::SetLocked(*dicts_, ref, locked);
+}
+
+absl::StatusOr<DictSchema> Store::UpdateAttrs(const DictRef& ref, const AttrsUpdate& update) {
+  return store::UpdateAttrs(*dicts_, ref, update);
+}
+
+absl::StatusOr<CounterResult> Store::Counter(const DictRef& ref, const CounterOp& op) {
+  return ApplyCounter(*dicts_, ref, op);
+}
+
 absl::StatusOr<uint64_t> Store::Watch(const DictRef& ref, SchemaWatch::Listener listener) {
   if (watch_ == nullptr) return absl::UnimplementedError("this store has no schema watch");
   if (ref.id.empty()) return absl::InvalidArgumentError("a schema watch needs the dict's id");

@@ -31,8 +31,10 @@
 #include "common/index.h"
 #include "common/path.h"
 #include "common/shape.h"
+#include "server/store/dict_state.h"
 #include "server/store/dict_store.h"
 #include "server/store/indexed_access.h"
+#include "server/store/leaf_fill.h"
 #include "server/store/leaf_reader.h"
 #include "server/store/leaf_writer.h"
 #include "server/store/schema_watch.h"
@@ -86,6 +88,14 @@ class Store {
   absl::StatusOr<DictStore::Removed> DeleteLeaves(const DictRef& ref,
                                                   const std::vector<LeafPath>& paths);
 
+  // Moves a leaf or subtree without moving data (DictStore::RenameLeaves).
+  absl::StatusOr<DictStore::Renamed> RenameLeaves(const DictRef& ref, const LeafPath& from,
+                                                  const LeafPath& to, bool replace);
+  // Whole leaves, or the rows `index` selects (if not null), set to one
+  // value each (leaf_fill.h). Returns the schema version.
+  absl::StatusOr<int64_t> FillLeaves(const DictRef& ref, const std::vector<Fill>& fills,
+                                     const plan::IndexSpec* index);
+
   // Whole leaves under `paths` (all when empty) into `sink`, each at one
   // generation (leaf_reader.h).
   absl::Status Read(const DictRef& ref, const std::vector<LeafPath>& paths, LeafSink& sink) const;
@@ -100,6 +110,12 @@ class Store {
                                                  const std::vector<IndexedWriteValue>& values,
                                                  MemoryBudget::Lease& lease,
                                                  int64_t* version = nullptr);
+
+  // The dict's lock, attributes and counters (dict_state.h). SetLocked and
+  // UpdateAttrs return the schema afterwards (its version moved on).
+  absl::StatusOr<DictSchema> SetLocked(const DictRef& ref, bool locked);
+  absl::StatusOr<DictSchema> UpdateAttrs(const DictRef& ref, const AttrsUpdate& update);
+  absl::StatusOr<CounterResult> Counter(const DictRef& ref, const CounterOp& op);
 
   // Tells `listener` the dict's schema now and after every change, made
   // through any daemon (schema_watch.h says what it is told, and when).

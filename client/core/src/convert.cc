@@ -64,6 +64,8 @@ DictInfo FromProto(const v1::DictInfo& info) {
   out.rows_per_block = info.rows_per_block();
   out.part_bytes = info.part_bytes();
   out.version = info.version();
+  out.locked = info.locked();
+  out.attrs.insert(info.attrs().begin(), info.attrs().end());
   return out;
 }
 

@@ -27,6 +27,22 @@ bool ChangedNothing(StatusCode code) {
   }
 }
 
+// A call that changes the schema: one that fails in a way that may have
+// changed it anyway leaves the watched copy untrusted until the watch
+// reports a newer version (SchemaCopies::Unsure).
+template <typename Request, typename Response>
+void CallChangingSchema(Client::Impl& impl, const std::string& name, const std::string& id,
+                        grpc::Status (v1::TdStore::Stub::*method)(grpc::ClientContext*,
+                                                                   const Request&, Response*),
+                        const Request& request, Response* response, Retrier::Safety safety) {
+  try {
+    impl.Call(method, request, response, safety);
+  } catch (const Error& e) {
+    if (impl.schemas != nullptr && !ChangedNothing(e.code())) impl.schemas->Unsure(name, id);
+    throw;
+  }
+}
+
 std::vector<LeafPath> LeafPathsOf(const DictInfo& info) {
   std::vector<LeafPath> paths;
   paths.reserve(info.leaves.size());
@@ -85,6 +101,81 @@ std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) const {
   return keys;
 }
 
+std::vector<Key> Dict::keys_under(const Key& prefix, bool include_nested,
+                                  bool leaves_only) const {
+  if (prefix.parts().empty()) return keys(include_nested, leaves_only);
+  if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
+    const std::vector<LeafPath> leaves = LeafPathsOf(*info);
+    switch (ClassifyPath(leaves, prefix.parts())) {
+      case PathKind::kNode: {
+        std::vector<Key> keys;
+        for (LeafPath& p : ListKeysUnder(leaves, prefix.parts(), include_nested, leaves_only)) {
+          keys.emplace_back(std::move(p));
+        }
+        return keys;
+      }
+      case PathKind::kLeaf:
+      case PathKind::kAbsent:
+        break;  // tdstored says which error, with its message
+    }
+  }
+  v1::ListKeysRequest request;
+  request.set_dict(name_);
+  request.set_dict_id(id_);
+  request.set_include_nested(include_nested);
+  request.set_leaves_only(leaves_only);
+  ToProto(prefix, request.mutable_prefix());
+  v1::ListKeysResponse response;
+  impl_->Call(&v1::TdStore::Stub::ListKeys, request, &response, Retrier::kIdempotent);
+  std::vector<Key> keys;
+  keys.reserve(response.keys_size());
+  for (const v1::Path& path : response.keys()) keys.push_back(FromProto(path));
+  return keys;
+}
+
+void Dict::rename(const Key& from, const Key& to, bool replace) const {
+  v1::RenameLeavesRequest request;
+  request.set_dict(name_);
+  request.set_dict_id(id_);
+  ToProto(from, request.mutable_from());
+  ToProto(to, request.mutable_to());
+  request.set_replace(replace);
+  v1::RenameLeavesResponse response;
+  CallChangingSchema(*impl_, name_, id_, &v1::TdStore::Stub::RenameLeaves, request, &response,
+                     Retrier::kOnlyIfNothingApplied);
+  if (impl_->schemas != nullptr) {
+    std::vector<std::pair<Key, Key>> moved;
+    for (int i = 0; i + 1 < response.moved_size(); i += 2) {
+      moved.emplace_back(FromProto(response.moved(i)), FromProto(response.moved(i + 1)));
+    }
+    std::vector<Key> replaced;
+    for (const v1::Path& p : response.replaced()) replaced.push_back(FromProto(p));
+    impl_->schemas->RenamedLeaves(name_, id_, response.version(), moved, replaced);
+  }
+}
+
+void Dict::fill(const std::vector<LeafFill>& leaves, const Index* index) const {
+  v1::FillLeavesRequest request;
+  request.set_dict(name_);
+  request.set_dict_id(id_);
+  for (const LeafFill& leaf : leaves) {
+    v1::FillLeavesRequest::Fill* f = request.add_leaves();
+    ToProto(leaf.path, f->mutable_path());
+    f->set_dtype(ToProtoDType(leaf.dtype, leaf.path));
+    f->set_element(leaf.element);
+  }
+  if (index != nullptr) ToProto(*index, request.mutable_index());
+  v1::FillLeavesResponse response;
+  // The same fill again gives the same result: a lost reply may be retried.
+  CallChangingSchema(*impl_, name_, id_, &v1::TdStore::Stub::FillLeaves, request, &response,
+                     Retrier::kIdempotent);
+  // Whole leaves get new generations of the same dtypes and shapes: the
+  // version moves, the schema a copy holds does not.
+  if (impl_->schemas != nullptr && index == nullptr) {
+    impl_->schemas->Wrote(name_, id_, response.version(), {});
+  }
+}
+
 bool Dict::contains(const Key& path) const {
   if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
     if (!path.parts().empty()) {  // an empty path is tdstored's to refuse
@@ -106,15 +197,8 @@ void Dict::erase(const Key& path) const {
   request.set_dict_id(id_);
   ToProto(path, request.add_paths());
   v1::DeleteLeavesResponse response;
-  try {
-    impl_->Call(&v1::TdStore::Stub::DeleteLeaves, request, &response,
-                Retrier::kOnlyIfNothingApplied);
-  } catch (const Error& e) {
-    if (impl_->schemas != nullptr && !ChangedNothing(e.code())) {
-      impl_->schemas->Unsure(name_, id_);
-    }
-    throw;
-  }
+  CallChangingSchema(*impl_, name_, id_, &v1::TdStore::Stub::DeleteLeaves, request, &response,
+                     Retrier::kOnlyIfNothingApplied);
   if (impl_->schemas != nullptr) {
     std::vector<Key> removed;
     for (const v1::Path& p : response.deleted()) removed.push_back(FromProto(p));

@@ -341,6 +341,7 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
   begin.mutable_begin()->set_dict_id(dict_id);
   begin.mutable_begin()->set_leaf_count(static_cast<int32_t>(leaves.size()));
   if (options.index != nullptr) ToProto(*options.index, begin.mutable_begin()->mutable_index());
+  begin.mutable_begin()->set_refuse_if_locked(options.refuse_if_locked);
   CheckRequestSize(begin);
   // Nothing to write is not worth a call (and has nothing to make visible);
   // the index above is still checked.

@@ -159,6 +159,39 @@ void SchemaCopies::Removed(const std::string& name, const std::string& id, int64
   });
 }
 
+void SchemaCopies::RenamedLeaves(const std::string& name, const std::string& id,
+                                 int64_t version, const std::vector<std::pair<Key, Key>>& moved,
+                                 const std::vector<Key>& replaced) {
+  ApplyOwnChange(name, id, version, [&](std::vector<LeafMeta>& leaves) {
+    leaves.erase(std::remove_if(leaves.begin(), leaves.end(),
+                                [&](const LeafMeta& l) {
+                                  return std::find(replaced.begin(), replaced.end(), l.path) !=
+                                         replaced.end();
+                                }),
+                 leaves.end());
+    for (LeafMeta& leaf : leaves) {
+      for (const auto& [before, after] : moved) {
+        if (leaf.path == before) {
+          leaf.path = after;
+          break;
+        }
+      }
+    }
+    std::sort(leaves.begin(), leaves.end(), [](const LeafMeta& a, const LeafMeta& b) {
+      return EncodePath(a.path.parts()) < EncodePath(b.path.parts());
+    });
+  });
+}
+
+void SchemaCopies::Known(const std::string& name, const std::string& id, const DictInfo& info) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = copies_.find(KeyOf(name, id));
+  if (it == copies_.end()) return;  // never watched
+  Copy& copy = it->second;
+  if (copy.info != nullptr && info.version <= copy.info->version) return;  // known already
+  copy.info = std::make_shared<const DictInfo>(info);
+}
+
 void SchemaCopies::Distrust(Copy& copy) {
   const int64_t known = copy.info != nullptr ? copy.info->version : 0;
   copy.trusted_from = std::max(copy.trusted_from, known + 1);

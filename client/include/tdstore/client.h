@@ -57,6 +57,8 @@ struct DictInfo {
   int64_t rows_per_block = 0;
   int64_t part_bytes = 0;
   int64_t version = 0;
+  bool locked = false;                       // core::DictInfo::locked
+  std::map<std::string, std::string> attrs;  // core::DictInfo::attrs
 };
 
 // A local, in-process copy of (part of) a dict: path -> tensor.
@@ -260,10 +262,43 @@ class Dict {
   bool contains(const Key& path);
   // Removes the leaf or subtree at `path`; NOT_FOUND if absent.
   void erase(const Key& path);
+  // The keys of the sub-dict at `prefix`, relative to it (core::Dict::keys_under).
+  std::vector<Key> keys_under(const Key& prefix, bool include_nested = false,
+                              bool leaves_only = false) {
+    return core_.keys_under(prefix, include_nested, leaves_only);
+  }
+  // Moves a leaf or subtree on the server, no data moved (core::Dict::rename).
+  void rename(const Key& from, const Key& to, bool replace = false) {
+    core_.rename(from, to, replace);
+  }
+  // Every element of the leaves `paths` (leaves or sub-dicts: every leaf
+  // under them), or of their rows at `index`, set to `value` cast to each
+  // leaf's dtype as torch's fill_ does — on the server, no leaf bytes sent
+  // (core::Dict::fill). An empty `paths` fills every leaf.
+  void fill(const std::vector<Key>& paths, const at::Scalar& value,
+            const Index* index = nullptr);
   // Shapes, dtypes and byte sizes of every leaf, and the dict's layout; no data.
   DictInfo describe();
   // The dict's batch shape (one describe() call).
   std::vector<int64_t> batch_size();
+
+  // Lock, attributes and counters, shared by every client; as core::Dict's
+  // (tdstore/core.h says what each refuses).
+  void lock() { core_.set_locked(true); }
+  void unlock() { core_.set_locked(false); }
+  bool is_locked() { return core_.describe().locked; }
+  std::map<std::string, std::string> attrs() { return core_.describe().attrs; }
+  void update_attrs(const std::map<std::string, std::string>& set,
+                    const std::vector<std::string>& remove = {}) {
+    core_.update_attrs(set, remove);
+  }
+  int64_t counter_add(const std::string& name, int64_t delta = 1) {
+    return core_.counter_add(name, delta);
+  }
+  int64_t counter_get(const std::string& name) { return core_.counter_get(name); }
+  bool counter_cas(const std::string& name, int64_t expected, int64_t new_value) {
+    return core_.counter_cas(name, expected, new_value);
+  }
 
   // Row writes over one open stream (Appender), into the existing `leaves`.
   // NOT_FOUND for a leaf that does not exist; INVALID_ARGUMENT for none, or

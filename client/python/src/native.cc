@@ -13,6 +13,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <new>
 #include <string>
@@ -333,6 +334,10 @@ py::dict DescribeToPython(const core::DictInfo& info) {
   out["rows_per_block"] = info.rows_per_block;
   out["part_bytes"] = info.part_bytes;
   out["version"] = info.version;
+  out["locked"] = info.locked;
+  py::dict attrs;
+  for (const auto& [name, value] : info.attrs) attrs[py::str(name)] = py::str(value);
+  out["attrs"] = attrs;
   return out;
 }
 
@@ -463,7 +468,7 @@ PYBIND11_MODULE(_native, m) {
       .def(
           "write",
           [](const core::Dict& dict, const py::list& leaves, const py::object& index,
-             const py::object& progress) {
+             const py::object& progress, bool refuse_if_locked) {
             const std::vector<core::LeafData> data = ToLeafData(leaves);
             core::Index terms;
             core::WriteOptions options;
@@ -472,10 +477,12 @@ PYBIND11_MODULE(_native, m) {
               options.index = &terms;
             }
             options.progress = ToProgress(progress);
+            options.refuse_if_locked = refuse_if_locked;
             py::gil_scoped_release nogil;
             dict.write(data, options);
           },
-          py::arg("leaves"), py::arg("index") = py::none(), py::arg("progress") = py::none())
+          py::arg("leaves"), py::arg("index") = py::none(), py::arg("progress") = py::none(),
+          py::arg("refuse_if_locked") = false)
       .def(
           "read",
           [](const core::Dict& dict, const std::vector<std::vector<std::string>>& paths,
@@ -507,17 +514,49 @@ PYBIND11_MODULE(_native, m) {
           py::arg("progress") = py::none(), py::arg("dlpack") = false)
       .def(
           "keys",
-          [](const core::Dict& dict, bool include_nested, bool leaves_only) {
+          [](const core::Dict& dict, bool include_nested, bool leaves_only,
+             const std::vector<std::string>& prefix) {
             std::vector<Key> keys;
             {
               py::gil_scoped_release nogil;
-              keys = dict.keys(include_nested, leaves_only);
+              keys = prefix.empty() ? dict.keys(include_nested, leaves_only)
+                                    : dict.keys_under(Key(prefix), include_nested, leaves_only);
             }
             py::list out;
             for (const Key& key : keys) out.append(FromKey(key));
             return out;
           },
-          py::arg("include_nested") = false, py::arg("leaves_only") = false)
+          py::arg("include_nested") = false, py::arg("leaves_only") = false,
+          py::arg("prefix") = std::vector<std::string>{})
+      .def(
+          "rename",
+          [](const core::Dict& dict, const std::vector<std::string>& from,
+             const std::vector<std::string>& to, bool replace) {
+            const Key a = ToKey(from);
+            const Key b = ToKey(to);
+            py::gil_scoped_release nogil;
+            dict.rename(a, b, replace);
+          },
+          py::arg("from_path"), py::arg("to_path"), py::arg("replace") = false)
+      .def(
+          "fill",
+          [](const core::Dict& dict, const py::list& leaves, const py::object& index) {
+            std::vector<core::LeafFill> fills;
+            for (const py::handle& item : leaves) {
+              const py::tuple leaf = item.cast<py::tuple>();
+              core::LeafFill fill;
+              fill.path = ToKey(leaf[0].cast<std::vector<std::string>>());
+              fill.dtype = ToDType(leaf[1].cast<std::string>());
+              fill.element = leaf[2].cast<std::string>();
+              fills.push_back(std::move(fill));
+            }
+            core::Index terms;
+            const bool indexed = !index.is_none();
+            if (indexed) terms = ToIndex(index.cast<py::list>());
+            py::gil_scoped_release nogil;
+            dict.fill(fills, indexed ? &terms : nullptr);
+          },
+          py::arg("leaves"), py::arg("index") = py::none())
       .def(
           "contains",
           [](const core::Dict& dict, const std::vector<std::string>& path) {
@@ -555,5 +594,43 @@ PYBIND11_MODULE(_native, m) {
           info = dict.describe();
         }
         return DescribeToPython(info);
-      });
+      })
+      .def(
+          "is_locked", [](const core::Dict& dict) { return dict.describe().locked; },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "set_locked",
+          [](const core::Dict& dict, bool locked) {
+            core::DictInfo info;
+            {
+              py::gil_scoped_release nogil;
+              info = dict.set_locked(locked);
+            }
+            return DescribeToPython(info);
+          },
+          py::arg("locked"))
+      .def(
+          "update_attrs",
+          [](const core::Dict& dict, const std::map<std::string, std::string>& set,
+             const std::vector<std::string>& remove) {
+            core::DictInfo info;
+            {
+              py::gil_scoped_release nogil;
+              info = dict.update_attrs(set, remove);
+            }
+            return DescribeToPython(info);
+          },
+          py::arg("set"), py::arg("remove") = std::vector<std::string>{})
+      .def("counter_add", &core::Dict::counter_add, py::arg("name"), py::arg("delta") = 1,
+           py::call_guard<py::gil_scoped_release>())
+      .def("counter_get", &core::Dict::counter_get, py::arg("name"),
+           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "counter_cas",
+          [](const core::Dict& dict, const std::string& name, int64_t expected,
+             int64_t new_value) {
+            py::gil_scoped_release nogil;
+            return dict.counter_cas(name, expected, new_value);
+          },
+          py::arg("name"), py::arg("expected"), py::arg("new_value"));
 }

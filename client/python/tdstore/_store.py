@@ -44,8 +44,10 @@ from tensordict.utils import (
 )
 
 from . import _fork, _native
+from ._attrs import StoreAttrs
 from ._client import Client, check_options, resolve_addr
 from ._errors import (
+    AlreadyExistsError,
     InvalidArgumentError,
     NotFoundError,
     ResourceExhaustedError,
@@ -93,6 +95,12 @@ def _tensor_from(dtype_name: str, shape, data) -> torch.Tensor:
     torch wraps in one call, with no copy (``frombuffer`` + ``view`` took
     two calls and about four times as long)."""
     return _from_dlpack(data)
+
+
+def _element_bytes(value: torch.Tensor, dtype_name: str) -> bytes:
+    """One element of ``value`` cast to the dtype (as fill_ casts), as bytes."""
+    element = value.reshape(1).to(_DTYPES[dtype_name])
+    return element.view(torch.uint8).numpy().tobytes()
 
 
 def _cpu_contiguous(path, t: torch.Tensor) -> torch.Tensor:
@@ -358,7 +366,7 @@ class TensorDictStore(TensorDictBase):
             return client
         return Client(addr, **options)
 
-    def _init(self, native_dict, client, batch_size, device, prefix, lock=None, dtypes=None):
+    def _init(self, native_dict, client, batch_size, device, prefix, dtypes=None):
         self._dict = native_dict
         _fork.register(self)
         self._client = client
@@ -367,9 +375,6 @@ class TensorDictStore(TensorDictBase):
         self._prefix = tuple(prefix)
         # Reads of "everything under this view": [] is the whole dict.
         self._read_paths = [self._prefix] if self._prefix else []
-        # Shared by a root and its views, as a TensorDict's lock covers its
-        # sub-dicts. (Local to this process for now: issue #14.)
-        self._lock = lock if lock is not None else [False]
         # Full path -> dtype name: only to cast indexed-write values (see module doc).
         self._dtypes = dtypes if dtypes is not None else {}
         self._td_dim_names = None
@@ -384,7 +389,7 @@ class TensorDictStore(TensorDictBase):
         """A live view on the sub-dict at ``prefix`` (a full path)."""
         obj = type(self).__new__(type(self))
         obj._init(self._dict, self._client, self._batch_size, self._device, prefix,
-                  lock=self._lock, dtypes=self._dtypes)
+                  dtypes=self._dtypes)
         return obj
 
     @classmethod
@@ -556,53 +561,76 @@ class TensorDictStore(TensorDictBase):
     def _rename_subtds(self, names):
         pass  # views are made on demand and carry no names
 
-    # -- lock (a flag in this process; issue #14 moves it to tdstored) --
+    # -- lock, attributes, counters: stored with the dict in tdstored --
 
     @property
     def is_locked(self) -> bool:
-        return self._lock[0]
+        """Whether the dict is locked, for every process and machine (the
+        lock is stored with it; views share their root's)."""
+        return self._dict.is_locked()
 
     @is_locked.setter
     def is_locked(self, value: bool) -> None:
-        self._lock[0] = bool(value)
+        self._dict.set_locked(bool(value))
 
     @property
     def _is_locked(self) -> bool:
-        return self._lock[0]
+        return self._dict.is_locked()
 
     @_as_context_manager("is_locked")
     def lock_(self):
-        """Forbid adding, replacing or removing entries through this wrapper,
-        its views and clone(False) copies (in-place writes stay allowed)."""
-        self._lock[0] = True
+        """Lock the dict for everyone: adding, replacing or removing entries
+        raises RuntimeError (tensordict's rules, here; tdstored refuses the
+        changes for every other client too), in-place writes stay allowed."""
+        self._dict.set_locked(True)
         return self
 
     @_as_context_manager("is_locked")
     def unlock_(self):
-        self._lock[0] = False
+        self._dict.set_locked(False)
         return self
 
     def _propagate_lock(self, lock_parents_weakrefs=None, *, is_compiling=False):
-        self._lock[0] = True
+        self._dict.set_locked(True)
 
     def _propagate_unlock(self):
-        self._lock[0] = False
+        self._dict.set_locked(False)
         return []
 
     def _check_unlocked(self):
-        if self._lock[0]:
+        if self._dict.is_locked():
             raise RuntimeError(_LOCK_ERROR)
+
+    @property
+    def attrs(self) -> StoreAttrs:
+        """The dict's attributes: a mutable mapping of str to str stored
+        with it (tdstore._attrs). Calling it is tensordict's ``attrs()``."""
+        return StoreAttrs(self)
+
+    def counter_add(self, name: str, delta: int = 1) -> int:
+        """Adds ``delta`` to the dict's counter ``name`` atomically (across
+        processes, machines and daemons) and returns the new value."""
+        return self._dict.counter_add(name, delta)
+
+    def counter_get(self, name: str) -> int:
+        """The counter's value; 0 if it was never set."""
+        return self._dict.counter_get(name)
+
+    def counter_cas(self, name: str, expected: int, new: int) -> bool:
+        """Sets the counter to ``new`` if it equals ``expected``, atomically;
+        whether it did."""
+        return self._dict.counter_cas(name, expected, new)
 
     # -- listing --
 
     def _leaf_paths(self):
         """Leaf paths under this view, relative to it, sorted (one call)."""
-        paths = self._dict.keys(True, True)
-        prefix = self._prefix
-        if not prefix:
-            return paths
-        n = len(prefix)
-        return [p[n:] for p in paths if p[:n] == prefix and len(p) > n]
+        if not self._prefix:
+            return self._dict.keys(True, True)
+        try:
+            return [tuple(p) for p in self._dict.keys(True, True, prefix=self._prefix)]
+        except (KeyError, ValueError):
+            return []  # the sub-dict is gone (or is a leaf now): no keys under it
 
     def keys(self, include_nested: bool = False, leaves_only: bool = False,
              is_leaf: Callable | None = None, *, sort: bool = False) -> _StoreKeysView:
@@ -776,9 +804,9 @@ class TensorDictStore(TensorDictBase):
 
     # -- writes --
 
-    def _write(self, items, terms=None):
+    def _write(self, items, terms=None, refuse_if_locked=False):
         leaves, keep = _native_leaves(items)
-        self._dict.write(leaves, terms)
+        self._dict.write(leaves, terms, refuse_if_locked=refuse_if_locked)
         for (path, _), leaf in zip(items, leaves):
             self._dtypes[path] = leaf[1]
         del keep
@@ -802,9 +830,9 @@ class TensorDictStore(TensorDictBase):
         items = _flatten(value, path, [])
         self._check_batch_dims(items)
         if inplace is False:
-            if not ignore_lock:
-                self._check_unlocked()
-            self._write(items)
+            # A locked dict refuses this write in tdstored, whatever it writes
+            # (tensordict's rule); new and reshaped leaves always.
+            self._write(items, refuse_if_locked=not ignore_lock)
             return self
         existing = self._describe_leaves()
         out = []
@@ -815,9 +843,7 @@ class TensorDictStore(TensorDictBase):
             elif inplace is True:
                 raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
                                f'{self.name!r} (set_ writes existing entries only)')
-            elif not ignore_lock:
-                self._check_unlocked()
-            out.append((p, t))
+            out.append((p, t))  # a new key: a locked dict refuses it in tdstored
         self._write(out)
         return self
 
@@ -848,12 +874,9 @@ class TensorDictStore(TensorDictBase):
             # td[idx] = 0 / tensor: every leaf gets it (tensordict's semantics).
             self._fill_at(conv.terms, value, ())
             return
-        items = _flatten(value, self._prefix, [])
-        if self._lock[0]:
-            existing = self._describe_leaves()
-            if any(p not in existing for p, _ in items):
-                raise RuntimeError(_LOCK_ERROR)
-        self._indexed_write(items, conv.terms)
+        # A new key would be created zero-filled first: a locked dict refuses
+        # that in tdstored.
+        self._indexed_write(_flatten(value, self._prefix, []), conv.terms)
 
     def _indexed_write(self, items, terms, dtypes=None):
         """One indexed write, values cast to the leaves' dtypes. Without
@@ -929,14 +952,14 @@ class TensorDictStore(TensorDictBase):
             return self
         self._check_batch_dims(items)
         if inplace:
+            # In place where the keys exist; a new key is refused by a locked
+            # dict in tdstored.
             existing = self._describe_leaves()
-            if not ignore_lock and any(p not in existing for p, _ in items):
-                self._check_unlocked()
             items = [(p, t.to(_DTYPES[existing[p][0]]).expand(existing[p][1]))
                      if p in existing else (p, t) for p, t in items]
-        elif not ignore_lock:
-            self._check_unlocked()
-        self._write(items)
+            self._write(items)
+        else:
+            self._write(items, refuse_if_locked=not ignore_lock)
         return self
 
     def _items_to_update(self, input_dict_or_td, keys_to_update):
@@ -977,10 +1000,10 @@ class TensorDictStore(TensorDictBase):
         return self._write_existing_at(items, idx)
 
     def _fill_at(self, terms, value, rel):
-        """Every leaf under ``rel`` set to ``value`` at ``terms``: describe + one
-        indexed write of 0-d values that tdstored broadcasts (nothing the size of
-        the leaves is built here). Beyond tdstored's indexed-call limit, falls
-        back to whole-leaf writes built locally (whole-leaf fills only)."""
+        """Every leaf under ``rel`` set to ``value`` at ``terms`` (``[ellipsis]``:
+        whole leaves): describe + one fill that tdstored does itself, no leaf
+        bytes sent. A tensor value of more than one element is an indexed
+        write that tdstored broadcasts."""
         path = self._prefix + rel
         n = len(path)
         existing = self._describe_leaves()
@@ -989,14 +1012,12 @@ class TensorDictStore(TensorDictBase):
             raise KeyError(f'key "{_path_str(rel)}" not found in {type(self).__name__} '
                            f'{self.name!r}')
         value = value if isinstance(value, torch.Tensor) else torch.tensor(value)
-        items = [(p, value.to(_DTYPES[d])) for p, (d, _) in targets.items()]
-        try:
-            self._write(items, terms)
-        except ResourceExhaustedError:
-            if terms != [("ellipsis",)]:
-                raise
-            self._write([(p, value.to(_DTYPES[d]).expand(shape))
-                         for p, (d, shape) in targets.items()])
+        if value.dim() > 0:
+            self._write([(p, value.to(_DTYPES[d])) for p, (d, _) in targets.items()], terms)
+            return
+        fills = [(p, d, _element_bytes(value, d)) for p, (d, _) in targets.items()]
+        whole = terms == [("ellipsis",)]
+        self._dict.fill(fills, None if whole else terms)
 
     def fill_(self, key: NestedKey, value):
         """Every element of leaf (or sub-dict) ``key`` set to ``value``."""
@@ -1037,38 +1058,32 @@ class TensorDictStore(TensorDictBase):
             del self._dtypes[p]
 
     def del_(self, key: NestedKey):
-        """Remove a leaf or a whole sub-dict (one call; KeyError if absent)."""
-        self._check_unlocked()
+        """Remove a leaf or a whole sub-dict (one call; KeyError if absent;
+        a locked dict refuses it in tdstored: RuntimeError)."""
         path = self._prefix + _unravel_key_to_tuple(key)
         self._dict.erase(path)
         self._forget(path)
         return self
 
     def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False):
-        """Move a leaf or sub-dict: read it, write it at the new key, erase the
-        old one (not atomic: a crash in between leaves both; tdstored has no
-        leaf rename yet)."""
-        self._check_unlocked()
+        """Move a leaf or sub-dict in one step in tdstored, no data moved
+        (KeyError if ``old_key`` is absent, or if ``safe`` and ``new_key``
+        exists; RuntimeError if the dict is locked)."""
         old = self._prefix + _unravel_key_to_tuple(old_key)
         new = self._prefix + _unravel_key_to_tuple(new_key)
         if old == new:
             return self
-        _, leaves = self._dict.read([old], dlpack=True)  # KeyError here if old is absent
-        if self._dict.contains(new):
-            if safe:
-                raise KeyError(f"key {new_key} already present in {type(self).__name__}.")
-            self._dict.erase(new)
-            self._forget(new)
-        n = len(old)
-        items = [(new + tuple(p[n:]), _tensor_from(d, s, b)) for p, d, s, b in leaves]
-        self._write(items)
-        self._dict.erase(old)
+        try:
+            self._dict.rename(old, new, replace=not safe)
+        except AlreadyExistsError:
+            raise KeyError(f"key {new_key} already present in {type(self).__name__}.") from None
         self._forget(old)
+        self._forget(new)
         return self
 
     def popitem(self):
         """Remove and return the last key (in keys() order) and its value."""
-        self._check_unlocked()
+        self._check_unlocked()  # before reading it: a locked dict keeps it
         paths = self.keys()._paths()  # top-level keys, relative to this view
         if not paths:
             raise KeyError(f"popitem(): {type(self).__name__} is empty")
@@ -1357,8 +1372,7 @@ class TensorDictStore(TensorDictBase):
         # process (spawn, DataLoader worker) opens the same dict.
         return (_unpickle, (self.handle, self._client.options, self._prefix,
                             tuple(self._batch_size),
-                            None if self._device is None else str(self._device),
-                            self._lock[0]))
+                            None if self._device is None else str(self._device)))
 
     def appender(self, keys=None, *, batch_rows: int = 256, window: int = 8):
         """Row writes over one open stream (``tdstore.Appender``): ``out[i] =
@@ -1403,13 +1417,11 @@ class TensorDictStore(TensorDictBase):
                 f"    device={self._device})")
 
 
-def _unpickle(handle, options, prefix, batch_size, device, locked):
+def _unpickle(handle, options, prefix, batch_size, device):
     _fork.before_native_call()
     native_dict = _native.open_handle(handle, **options)
     client = Client._wrap(native_dict.client, options)
-    td = TensorDictStore._wrap(native_dict, client, batch_size, device, prefix)
-    td._lock[0] = locked
-    return td
+    return TensorDictStore._wrap(native_dict, client, batch_size, device, prefix)
 
 
 def open_handle(handle: str, *, device=None, **options) -> TensorDictStore:

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -216,6 +217,12 @@ struct DictInfo {
   int64_t rows_per_block = 0;
   int64_t part_bytes = 0;
   int64_t version = 0;
+  // Shared by every client (Dict::set_locked): while locked, leaves cannot
+  // be added, replaced by ones of another dtype or shape, deleted or
+  // renamed; writes into existing leaves go on.
+  bool locked = false;
+  // User metadata (Dict::update_attrs).
+  std::map<std::string, std::string> attrs;
 };
 
 // One leaf to write: `byte_size` bytes at `data`, contiguous C-order
@@ -271,6 +278,19 @@ struct WriteOptions {
   // leaf that does not exist yet is created zero-filled first.
   const Index* index = nullptr;
   Progress progress;
+  // A whole-leaf write that a locked dict refuses (FAILED_PRECONDITION)
+  // even where it only rewrites leaves in place: tensordict's td["k"] = v
+  // on a locked TensorDict. Without it, a locked dict refuses only new and
+  // reshaped leaves.
+  bool refuse_if_locked = false;
+};
+
+// One leaf of a fill (Dict::fill): every element set to `element`, one
+// value of `dtype` (the leaf's, as the caller knows it), little-endian.
+struct LeafFill {
+  Key path{std::vector<std::string>{}};
+  DType dtype = DType::kUnspecified;
+  std::string element;
 };
 
 class Dict;
@@ -364,10 +384,28 @@ class Dict {
 
   // As TensorDict.keys(include_nested, leaves_only).
   std::vector<Key> keys(bool include_nested = false, bool leaves_only = false) const;
+  // The keys of the sub-dict at `prefix`, relative to it (a sub-dict
+  // view's keys() in one call; no call when a watched copy is trusted).
+  // NOT_FOUND if nothing lies under it; INVALID_ARGUMENT if it is a leaf.
+  std::vector<Key> keys_under(const Key& prefix, bool include_nested = false,
+                              bool leaves_only = false) const;
   // True if `path` is a leaf or a nested sub-dict.
   bool contains(const Key& path) const;
   // Removes the leaf or subtree at `path`; NOT_FOUND if absent.
   void erase(const Key& path) const;
+  // Moves the leaf or subtree at `from` to `to` in one step on the server;
+  // no data moves. With `replace`, what is at `to` goes; otherwise it is
+  // ALREADY_EXISTS. NOT_FOUND if nothing is at `from`; FAILED_PRECONDITION
+  // if `to` lies under a leaf, one path holds the other, or the dict is
+  // locked. Nothing changes on an error.
+  void rename(const Key& from, const Key& to, bool replace = false) const;
+  // Sets every element of the given leaves, or of the rows `index` selects
+  // (if not null), on the server: no leaf bytes cross the network. Whole
+  // leaves become visible together. NOT_FOUND for a missing leaf;
+  // FAILED_PRECONDITION if a leaf's dtype is no longer the one named (it
+  // was replaced); INVALID_ARGUMENT for an element of the wrong size. An
+  // indexed fill is bounded by tdstored's --max-indexed-bytes.
+  void fill(const std::vector<LeafFill>& leaves, const Index* index = nullptr) const;
   // Deletes this dict and all its data. NOT_FOUND if it is gone, even if
   // another dict has its name now (Client::drop deletes by name).
   void drop() const;
@@ -375,8 +413,34 @@ class Dict {
   // a leaf that does not exist; INVALID_ARGUMENT for none, or a dict without
   // batch dims. Opens no stream before the first batch is sent.
   Appender appender(const std::vector<Key>& leaves, const AppendOptions& options = {}) const;
-  // Shapes, dtypes and byte sizes of every leaf, and the dict's layout.
+  // Shapes, dtypes and byte sizes of every leaf, the dict's layout, lock
+  // and attributes.
   DictInfo describe() const;
+
+  // ---- State shared by every client (docs/protocol.md, *Lock, attributes
+  // and counters*). Each is one call, atomic on the server. NOT_FOUND if
+  // the dict is gone (or renamed, or replaced by a namesake).
+
+  // Locks or unlocks the dict; idempotent. Returns the schema afterwards.
+  // While locked, adding, replacing (by another dtype or shape), deleting
+  // or renaming leaves fails with FAILED_PRECONDITION.
+  DictInfo set_locked(bool locked) const;
+  // Sets and removes attributes in one step, all or nothing; absent names
+  // in `remove` are no error. INVALID_ARGUMENT for a name outside 1..256
+  // bytes, a value over 4096 bytes, or a name both set and removed;
+  // RESOURCE_EXHAUSTED past 256 attributes.
+  DictInfo update_attrs(const std::map<std::string, std::string>& set,
+                        const std::vector<std::string>& remove = {}) const;
+  // The dict's 64-bit counters, by name (1..256 bytes; at most 1024 per
+  // dict, RESOURCE_EXHAUSTED beyond). A counter never set reads 0.
+  // counter_add returns the new value (OUT_OF_RANGE, unchanged, on
+  // overflow). counter_cas sets it to `new_value` if it equals `expected`,
+  // and says whether it did (`*current`, if given, gets the value now).
+  // An add or cas whose reply is lost is not retried (it may have run).
+  int64_t counter_add(const std::string& name, int64_t delta = 1) const;
+  int64_t counter_get(const std::string& name) const;
+  bool counter_cas(const std::string& name, int64_t expected, int64_t new_value,
+                   int64_t* current = nullptr) const;
   // "tdstore1|<address>|<name>|<id>": Client::open_handle() opens this dict
   // from any process.
   std::string handle() const;
