@@ -40,7 +40,8 @@ Commands:
                               the batch size is --batch-size, else the one the
                               file records, else the leading dims all tensors share
   export NAME FILE            write every leaf to FILE.safetensors or FILE.npz
-  cp SRC DST                  copy a dict: batch size, block layout, every leaf
+  cp SRC DST                  copy a dict: batch size, block layout, every leaf,
+                              inside tdstored (no data through the CLI)
   stats [NAME]                the server and every dict's leaves and bytes; or
                               one dict's leaves, bytes, blocks and Redis values
   lock NAME | unlock NAME     lock the dict for everyone: no leaf may be added,

@@ -229,6 +229,31 @@ grpc::Status TdStoreService::RenameLeaves(grpc::ServerContext* ctx,
   });
 }
 
+grpc::Status TdStoreService::CopyLeaves(grpc::ServerContext* ctx,
+                                        const v1::CopyLeavesRequest* req,
+                                        v1::WriteLeavesResponse* resp) {
+  return Serve(ctx, {req->dict(), Access::kRead}, [&](const Grant* grant) {
+    // Reading one dict and writing the other: both must be the caller's.
+    if (auto s = Admit(grant, req->to_dict(), Access::kWrite); !s.ok()) return s;
+    LeafPath from, to;
+    for (auto [proto, path] : {std::pair{&req->from(), &from}, std::pair{&req->to(), &to}}) {
+      if (proto->components_size() == 0) continue;
+      if (auto s = CheckPath(limits_, *proto); !s.ok()) return ToGrpc(s);
+      auto parsed = FromProto(*proto);
+      if (!parsed.ok()) return ToGrpc(parsed.status());
+      *path = *std::move(parsed);
+    }
+    auto result = store_->CopyLeaves({req->dict(), req->dict_id()}, from,
+                                     {req->to_dict(), req->to_dict_id()}, to);
+    // A copy that failed left nothing visible, except a commit whose
+    // outcome is unknown.
+    if (!result.ok()) return NothingApplied(ctx, result.status());
+    for (const store::Leaf& leaf : result->written) ToProto(leaf, resp->add_written());
+    resp->set_version(result->version);
+    return grpc::Status::OK;
+  });
+}
+
 grpc::Status TdStoreService::FillLeaves(grpc::ServerContext* ctx,
                                         const v1::FillLeavesRequest* req,
                                         v1::FillLeavesResponse* resp) {

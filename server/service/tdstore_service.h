@@ -97,6 +97,8 @@ class TdStoreService final
 
   grpc::Status RenameLeaves(grpc::ServerContext* ctx, const v1::RenameLeavesRequest* req,
                             v1::RenameLeavesResponse* resp) override;
+  grpc::Status CopyLeaves(grpc::ServerContext* ctx, const v1::CopyLeavesRequest* req,
+                          v1::WriteLeavesResponse* resp) override;
   grpc::Status FillLeaves(grpc::ServerContext* ctx, const v1::FillLeavesRequest* req,
                           v1::FillLeavesResponse* resp) override;
 

@@ -62,6 +62,11 @@ absl::StatusOr<DictStore::Renamed> Store::RenameLeaves(const DictRef& ref, const
   return dicts_->RenameLeaves(ref, from, to, replace);
 }
 
+absl::StatusOr<CommitResult> Store::CopyLeaves(const DictRef& src, const LeafPath& from,
+                                               const DictRef& dst, const LeafPath& to) {
+  return store::CopyLeaves(*dicts_, src, from, dst, to);
+}
+
 absl::StatusOr<int64_t> Store::FillLeaves(const DictRef& ref, const std::vector<Fill>& fills,
                                           const plan::IndexSpec* index) {
   return store::FillLeaves(*dicts_, ref, fills, index);

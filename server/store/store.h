@@ -34,6 +34,7 @@
 #include "server/store/dict_state.h"
 #include "server/store/dict_store.h"
 #include "server/store/indexed_access.h"
+#include "server/store/leaf_copy.h"
 #include "server/store/leaf_fill.h"
 #include "server/store/leaf_reader.h"
 #include "server/store/leaf_writer.h"
@@ -91,6 +92,10 @@ class Store {
   // Moves a leaf or subtree without moving data (DictStore::RenameLeaves).
   absl::StatusOr<DictStore::Renamed> RenameLeaves(const DictRef& ref, const LeafPath& from,
                                                   const LeafPath& to, bool replace);
+  // Copies leaves into `dst` (or within one dict) inside tdstored
+  // (leaf_copy.h).
+  absl::StatusOr<CommitResult> CopyLeaves(const DictRef& src, const LeafPath& from,
+                                          const DictRef& dst, const LeafPath& to);
   // Whole leaves, or the rows `index` selects (if not null), set to one
   // value each (leaf_fill.h). Returns the schema version.
   absl::StatusOr<int64_t> FillLeaves(const DictRef& ref, const std::vector<Fill>& fills,

@@ -98,10 +98,13 @@ def test_the_lock_is_shared_with_other_processes_and_enforced_by_the_server(new_
     td["x"] = torch.zeros(4)
     td.lock_()
     # Another client that skips the Python-side check is refused by tdstored.
-    other = client.open(td.name)
+    # (Its native dict is reached through a store, which registers it for
+    # fork safety: a bare native object kept alive by this frame's
+    # traceback could otherwise be destroyed in a later test's forked child.)
+    other = TensorDictStore.from_store(td.name, client=client)
     t = torch.ones(4)
     with pytest.raises(tdstore.FailedPreconditionError, match="is locked"):
-        other.write([(("z",), "float32", (4,), t.data_ptr(), 16)])
+        other._dict.write([(("z",), "float32", (4,), t.data_ptr(), 16)])
     assert "z" not in td.keys()
     ctx = tmp.get_context("spawn")
     queue = ctx.Queue()

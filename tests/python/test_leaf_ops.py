@@ -165,3 +165,35 @@ def test_subdict_views_list_their_keys_from_the_store(new_store):
                                                watch_schemas=False)
     assert sorted(map(str, plain["n"].keys(True, True))) == sorted(
         map(str, local["n"].keys(True, True)))
+
+
+def test_clone_copies_inside_tdstored(new_store, client):
+    store = new_store([50], rows_per_block=16)
+    local = TensorDict({"x": torch.randn(50, 7), "n": {"y": torch.arange(50), "b": torch.rand(50) > 0.5}}, [50])
+    store.update(local.clone())
+    real = store._dict
+    calls = []
+
+    class Spy:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(real, name)
+
+    store._dict = Spy()
+    copy = store.clone()
+    store._dict = real
+    try:
+        assert "read" not in calls and "write" not in calls and calls.count("copy") == 1, calls
+        assert copy.name != store.name
+        assert copy._dict.describe()["rows_per_block"] == 16
+        _same(copy, local)
+        copy["x"] = torch.zeros(50, 7)  # a copy, not a view
+        assert torch.equal(store["x"], local["x"])
+        # A sub-dict view's clone holds that sub-dict at its root.
+        sub = store["n"].clone()
+        try:
+            _same(sub, local["n"])
+        finally:
+            sub.drop()
+    finally:
+        copy.drop()

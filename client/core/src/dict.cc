@@ -176,6 +176,24 @@ void Dict::fill(const std::vector<LeafFill>& leaves, const Index* index) const {
   }
 }
 
+void Dict::copy(const Key& from, const Dict& target, const Key& to) const {
+  v1::CopyLeavesRequest request;
+  request.set_dict(name_);
+  request.set_dict_id(id_);
+  ToProto(from, request.mutable_from());
+  request.set_to_dict(target.name_);
+  request.set_to_dict_id(target.id_);
+  ToProto(to, request.mutable_to());
+  v1::WriteLeavesResponse response;
+  CallChangingSchema(*target.impl_, target.name_, target.id_, &v1::TdStore::Stub::CopyLeaves,
+                     request, &response, Retrier::kOnlyIfNothingApplied);
+  if (target.impl_->schemas != nullptr) {
+    std::vector<LeafMeta> written;
+    for (const v1::LeafInfo& leaf : response.written()) written.push_back(FromProto(leaf));
+    target.impl_->schemas->Wrote(target.name_, target.id_, response.version(), written);
+  }
+}
+
 bool Dict::contains(const Key& path) const {
   if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
     if (!path.parts().empty()) {  // an empty path is tdstored's to refuse

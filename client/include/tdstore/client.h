@@ -277,6 +277,8 @@ class Dict {
   // (core::Dict::fill). An empty `paths` fills every leaf.
   void fill(const std::vector<Key>& paths, const at::Scalar& value,
             const Index* index = nullptr);
+  // Copies leaves into `target` inside tdstored (core::Dict::copy).
+  void copy(const Key& from, Dict& target, const Key& to) { core_.copy(from, target.core_, to); }
   // Shapes, dtypes and byte sizes of every leaf, and the dict's layout; no data.
   DictInfo describe();
   // The dict's batch shape (one describe() call).

@@ -539,6 +539,16 @@ PYBIND11_MODULE(_native, m) {
           },
           py::arg("from_path"), py::arg("to_path"), py::arg("replace") = false)
       .def(
+          "copy",
+          [](const core::Dict& dict, const std::vector<std::string>& from,
+             const core::Dict& target, const std::vector<std::string>& to) {
+            const Key a(from);
+            const Key b(to);
+            py::gil_scoped_release nogil;
+            dict.copy(a, target, b);
+          },
+          py::arg("from_path"), py::arg("target"), py::arg("to_path"))
+      .def(
           "fill",
           [](const core::Dict& dict, const py::list& leaves, const py::object& index) {
             std::vector<core::LeafFill> fills;

@@ -1097,18 +1097,22 @@ class TensorDictStore(TensorDictBase):
     # -- copies --
 
     def _clone(self, recurse: bool = True):
-        """recurse=True: a NEW dict in the store (fresh name) with the same
-        leaves (one read, create, one write); drop() it when done.
-        recurse=False: another wrapper on the same dict."""
+        """recurse=True: a NEW dict in the store (fresh name, same layout)
+        with the same leaves, copied inside tdstored (no data through this
+        process); drop() it when done. recurse=False: another wrapper on the
+        same dict."""
         if not recurse:
             return self._subview(self._prefix)
+        info = self._dict.describe()
         out = TensorDictStore(batch_size=self._batch_size, client=self._client,
-                              device=self._device)
-        _, leaves = self._dict.read(self._read_paths, dlpack=True)
-        n = len(self._prefix)
-        items = [(tuple(p[n:]), _tensor_from(d, s, b)) for p, d, s, b in leaves]
-        if items:
-            out._write(items)
+                              device=self._device, rows_per_block=info["rows_per_block"],
+                              part_bytes=info["part_bytes"])
+        if self._leaf_paths():
+            try:
+                self._dict.copy(self._prefix, out._dict, ())
+            except BaseException:
+                out.drop()  # a copy cut short leaves no half-made dict
+                raise
         return out
 
     def empty(self, recurse=False, *, batch_size=None, device=NO_DEFAULT, names=None):

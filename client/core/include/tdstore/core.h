@@ -406,6 +406,13 @@ class Dict {
   // was replaced); INVALID_ARGUMENT for an element of the wrong size. An
   // indexed fill is bounded by tdstored's --max-indexed-bytes.
   void fill(const std::vector<LeafFill>& leaves, const Index* index = nullptr) const;
+  // Copies the leaves at or under `from` (empty: every leaf) into `target`
+  // (a dict of the same tdstored; may be this one) at `to` + their path
+  // below `from`, inside tdstored: no data crosses the network. The copies
+  // become visible together and replace what is at their paths; a copy
+  // that fails leaves nothing. INVALID_ARGUMENT if batch dims do not fit
+  // the target; NOT_FOUND if nothing is at `from`.
+  void copy(const Key& from, const Dict& target, const Key& to) const;
   // Deletes this dict and all its data. NOT_FOUND if it is gone, even if
   // another dict has its name now (Client::drop deletes by name).
   void drop() const;
