@@ -31,6 +31,21 @@ def _same(store, local):
         assert torch.equal(store[key], local[key]), key
 
 
+class _Spy:
+    """Records which native calls a store makes. A module-level class with
+    the native dict as an instance attribute: a class defined in the test
+    would hold it in a reference cycle, and a native object collected in a
+    later test's forked child crashes it (gRPC does not survive fork)."""
+
+    def __init__(self, real, calls):
+        self._real = real
+        self._calls = calls
+
+    def __getattr__(self, name):
+        self._calls.append(name)
+        return getattr(self._real, name)
+
+
 def _outcome(fn, td):
     try:
         fn(td)
@@ -76,13 +91,7 @@ def test_rename_moves_no_data_through_the_client(new_store):
     store["big"] = torch.randn(1000, 1000)
     calls = []
     real = store._dict
-
-    class Spy:
-        def __getattr__(self, name):
-            calls.append(name)
-            return getattr(real, name)
-
-    store._dict = Spy()
+    store._dict = _Spy(real, calls)
     store.rename_key_("big", ("n", "big"))
     store._dict = real
     assert calls == ["rename"]  # no read, no write
@@ -140,13 +149,7 @@ def test_fill_sends_one_call_and_no_leaf_bytes(new_store):
     store["x"] = torch.randn(100000, 64)
     real = store._dict
     calls = []
-
-    class Spy:
-        def __getattr__(self, name):
-            calls.append(name)
-            return getattr(real, name)
-
-    store._dict = Spy()
+    store._dict = _Spy(real, calls)
     store.fill_("x", 3.0)
     store._dict = real
     assert "write" not in calls and calls.count("fill") == 1, calls
@@ -173,13 +176,7 @@ def test_clone_copies_inside_tdstored(new_store, client):
     store.update(local.clone())
     real = store._dict
     calls = []
-
-    class Spy:
-        def __getattr__(self, name):
-            calls.append(name)
-            return getattr(real, name)
-
-    store._dict = Spy()
+    store._dict = _Spy(real, calls)
     copy = store.clone()
     store._dict = real
     try:
