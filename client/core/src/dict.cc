@@ -81,42 +81,21 @@ void Dict::read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions
 
 
 std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) const {
-  if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
-    std::vector<Key> keys;
-    for (LeafPath& p : ListKeys(LeafPathsOf(*info), include_nested, leaves_only)) {
-      keys.emplace_back(std::move(p));
-    }
-    return keys;
-  }
-  v1::ListKeysRequest request;
-  request.set_dict(name_);
-  request.set_dict_id(id_);
-  request.set_include_nested(include_nested);
-  request.set_leaves_only(leaves_only);
-  v1::ListKeysResponse response;
-  impl_->Call(&v1::TdStore::Stub::ListKeys, request, &response, Retrier::kIdempotent);
-  std::vector<Key> keys;
-  keys.reserve(response.keys_size());
-  for (const v1::Path& path : response.keys()) keys.push_back(FromProto(path));
-  return keys;
+  return keys_under(Key(std::vector<std::string>{}), include_nested, leaves_only);
 }
 
 std::vector<Key> Dict::keys_under(const Key& prefix, bool include_nested,
                                   bool leaves_only) const {
-  if (prefix.parts().empty()) return keys(include_nested, leaves_only);
   if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
     const std::vector<LeafPath> leaves = LeafPathsOf(*info);
-    switch (ClassifyPath(leaves, prefix.parts())) {
-      case PathKind::kNode: {
-        std::vector<Key> keys;
-        for (LeafPath& p : ListKeysUnder(leaves, prefix.parts(), include_nested, leaves_only)) {
-          keys.emplace_back(std::move(p));
-        }
-        return keys;
+    // The root always lists; a prefix must be a sub-dict, else tdstored
+    // says which error, with its message.
+    if (prefix.parts().empty() || ClassifyPath(leaves, prefix.parts()) == PathKind::kNode) {
+      std::vector<Key> keys;
+      for (LeafPath& p : ListKeysUnder(leaves, prefix.parts(), include_nested, leaves_only)) {
+        keys.emplace_back(std::move(p));
       }
-      case PathKind::kLeaf:
-      case PathKind::kAbsent:
-        break;  // tdstored says which error, with its message
+      return keys;
     }
   }
   v1::ListKeysRequest request;
@@ -124,7 +103,7 @@ std::vector<Key> Dict::keys_under(const Key& prefix, bool include_nested,
   request.set_dict_id(id_);
   request.set_include_nested(include_nested);
   request.set_leaves_only(leaves_only);
-  ToProto(prefix, request.mutable_prefix());
+  if (!prefix.parts().empty()) ToProto(prefix, request.mutable_prefix());
   v1::ListKeysResponse response;
   impl_->Call(&v1::TdStore::Stub::ListKeys, request, &response, Retrier::kIdempotent);
   std::vector<Key> keys;
