@@ -50,6 +50,8 @@ Commands:
   attr NAME                   the dict's attributes, NAME<TAB>VALUE per line
   attr NAME get KEY | set KEY VALUE | rm KEY
                               read, set or remove one attribute
+  resize NAME ROWS            set batch dim 0 to ROWS on the server: rows below
+                              both sizes keep their bytes, new rows read zeros
   mv NAME FROM TO [--replace] move a leaf or subtree in one step, no data moved;
                               --replace overwrites what is at TO
   fill NAME PATH VALUE [--index IDX | --index-file IDX.npy]
@@ -117,6 +119,7 @@ const std::vector<CommandSpec>& Commands() {
       {"attr", 1, 4, {}, RunAttr},
       {"counter", 2, 5, {}, RunCounter},
       {"mv", 3, 3, {"replace"}, RunMove},
+      {"resize", 2, 2, {}, RunResize},
       {"fill", 3, 3, {"index", "index-file"}, RunFill},
   };
   return *commands;

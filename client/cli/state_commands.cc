@@ -39,6 +39,17 @@ void RunUnlock(core::Client& client, const CommandLine& line, std::ostream& out)
   out << "unlocked\n";
 }
 
+void RunResize(core::Client& client, const CommandLine& line, std::ostream& out) {
+  const int64_t rows = ParseInteger(line.operands[1], "row count");
+  if (rows < 0) throw UsageError("resize: ROWS must be >= 0, got " + line.operands[1]);
+  const core::DictInfo info = client.open(line.operands[0]).resize(rows);
+  out << "batch size [";
+  for (size_t i = 0; i < info.batch_size.size(); ++i) {
+    out << (i == 0 ? "" : ", ") << info.batch_size[i];
+  }
+  out << "]\n";
+}
+
 void RunAttr(core::Client& client, const CommandLine& line, std::ostream& out) {
   const core::Dict dict = client.open(line.operands[0]);
   if (line.operands.size() == 1) {

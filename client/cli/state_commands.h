@@ -24,6 +24,10 @@ void RunAttr(core::Client& client, const CommandLine& line, std::ostream& out);
 // counter NAME CNAME cas EXPECTED NEW     prints "swapped NEW" or "unchanged VALUE"
 void RunCounter(core::Client& client, const CommandLine& line, std::ostream& out);
 
+// resize NAME ROWS: sets batch dim 0 to ROWS (Dict::resize); prints the
+// batch size afterwards, like "batch size [20000, 4]".
+void RunResize(core::Client& client, const CommandLine& line, std::ostream& out);
+
 // mv NAME FROM TO [--replace]: moves a leaf or subtree on the server (no
 // data moved); without --replace an existing TO is refused.
 void RunMove(core::Client& client, const CommandLine& line, std::ostream& out);

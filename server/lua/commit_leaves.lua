@@ -16,7 +16,9 @@
 -- pending entry is gone: the write took longer than the pending timeout and was swept),
 -- TDCONFLICT (a new path lies under an existing leaf or above one),
 -- TDLOCKED <path> (the dict is locked, set_locked.lua, and the write would
--- add a leaf or replace one by a leaf of another dtype or shape).
+-- add a leaf or replace one by a leaf of another dtype or shape),
+-- TDBATCH <path> (a leaf's shape does not start with the dict's batch
+-- shape: the dict was resized, resize_dict.lua, after the write was planned).
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then
   return redis.error_reply('TDNODICT the dict was deleted')
 end
@@ -44,6 +46,15 @@ for i = 0, n - 1 do
   local gen = ARGV[3 + 3 * i + 2]
   if redis.call('HEXISTS', KEYS[3], gen) == 0 then
     return redis.error_reply('TDSWEPT ' .. gen)
+  end
+end
+local batch = redis.call('HGET', KEYS[1], 'batch_shape')
+if batch ~= '' then
+  for i = 0, n - 1 do
+    local shape = string.match(';' .. ARGV[3 + 3 * i + 1], ';shape=([%d,]*)') or ''
+    if shape ~= batch and string.sub(shape, 1, #batch + 1) ~= batch .. ',' then
+      return redis.error_reply('TDBATCH ' .. ARGV[3 + 3 * i])
+    end
   end
 end
 local existing = redis.call('HKEYS', KEYS[2])

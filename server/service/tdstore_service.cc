@@ -283,6 +283,16 @@ grpc::Status TdStoreService::FillLeaves(grpc::ServerContext* ctx,
   });
 }
 
+grpc::Status TdStoreService::ResizeDict(grpc::ServerContext* ctx,
+                                        const v1::ResizeDictRequest* req, v1::DictInfo* resp) {
+  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+    auto schema = store_->Resize({req->dict(), req->dict_id()}, req->rows());
+    if (!schema.ok()) return ToGrpc(schema.status());
+    ToProto(*schema, resp);
+    return grpc::Status::OK;
+  });
+}
+
 grpc::Status TdStoreService::SetLocked(grpc::ServerContext* ctx,
                                        const v1::SetLockedRequest* req, v1::DictInfo* resp) {
   return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {

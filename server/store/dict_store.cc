@@ -526,8 +526,7 @@ absl::Status DictStore::DeleteGeneration(const DictSchema& schema, const LeafRec
 }
 
 absl::Status DictStore::DeleteGeneration(const DictMeta& meta, const LeafRecord& record) {
-  auto layout = BlockLayout::Make(meta.batch_shape, record.shape, DTypeSize(record.dtype),
-                                  meta.rows_per_block, meta.part_bytes);
+  auto layout = GenerationExtent(meta, record);
   if (!layout.ok()) return layout.status();
   if (layout->block_count() == 0) return absl::OkStatus();
   auto pipe = redis_->NewPipeline(options_.pipeline_depth * 4);

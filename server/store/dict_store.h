@@ -173,8 +173,9 @@ class DictStore {
   absl::StatusOr<Renamed> RenameLeaves(const DictRef& ref, const LeafPath& from,
                                        const LeafPath& to, bool replace);
 
-  // Deletes every key of one generation of one leaf (pipelined UNLINKs).
-  // Deleting keys that are already gone is fine.
+  // Deletes every key of one generation of one leaf (pipelined UNLINKs),
+  // up to the dict's rows_high (GenerationExtent in schema.h). Deleting
+  // keys that are already gone is fine.
   absl::Status DeleteGeneration(const DictSchema& schema, const LeafRecord& record);
   absl::Status DeleteGeneration(const DictMeta& meta, const LeafRecord& record);
 

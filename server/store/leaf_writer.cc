@@ -332,6 +332,11 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
                             StrCat(refuse_if_locked_ ? "replace leaf " : "add or reshape leaf ",
                                    path.ok() ? Display(*path) : "?")));
   }
+  if (tag == "TDBATCH") {
+    // Stale, so that an indexed write's leaf creation plans again.
+    return Fail(StaleError(StrCat("the batch size of dict '", schema_.meta.name,
+                                  "' (resized during the write)")));
+  }
   if (tag == "TDCONFLICT") {
     std::string_view detail = ErrorDetail(*reply);
     size_t nl = detail.find('\n');

@@ -1,5 +1,6 @@
 #include "server/store/schema.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -21,6 +22,19 @@ int64_t DictSchema::StoredBytes() const {
 absl::StatusOr<BlockLayout> DictSchema::Layout(const LeafRecord& record) const {
   return BlockLayout::Make(meta.batch_shape, record.shape, DTypeSize(record.dtype),
                            meta.rows_per_block, meta.part_bytes);
+}
+
+absl::StatusOr<BlockLayout> GenerationExtent(const DictMeta& meta, const LeafRecord& record) {
+  const size_t batch_dims = meta.batch_shape.size();
+  if (record.shape.size() < batch_dims) {
+    return absl::DataLossError(StrCat("a leaf record of dict id ", meta.id, " has shape [",
+                                      ShapeToCsv(record.shape), "], fewer dims than its batch"));
+  }
+  Shape shape = record.shape;
+  if (batch_dims > 0) shape[0] = std::max(shape[0], meta.rows_high);
+  const Shape batch(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(batch_dims));
+  return BlockLayout::Make(batch, shape, DTypeSize(record.dtype), meta.rows_per_block,
+                           meta.part_bytes);
 }
 
 const Leaf* DictSchema::Find(const LeafPath& path) const {
@@ -158,6 +172,10 @@ absl::StatusOr<DictSchema> ParseSchema(std::string id,
       schema.meta.deleting = true;
     } else if (f == kMetaLocked) {
       schema.meta.locked = true;
+    } else if (f == kMetaRowsHigh) {
+      auto n = ParseInt(v, f);
+      if (!n.ok()) return n.status();
+      schema.meta.rows_high = *n;
     } else if (f == kMetaName) {
       schema.meta.name = v;
     } else if (f == kMetaBatchShape) {

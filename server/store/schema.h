@@ -49,6 +49,9 @@ struct DictMeta {
   bool deleting = false;
   // Locked: its leaves keep their paths, dtypes and shapes (set_locked.lua).
   bool locked = false;
+  // The most rows batch dim 0 has had or was being given by a resize
+  // (resize_dict.lua); 0 if never resized. Blocks up to it may exist.
+  int64_t rows_high = 0;
 };
 
 // One stored leaf: its path and its current record.
@@ -91,6 +94,13 @@ struct DictSchema {
   std::vector<LeafPath> Keys(bool include_nested, bool leaves_only) const;
 };
 
+// Every block key a generation with this record may own in this dict, as a
+// layout: the record's own batch dims (a generation parked before a resize
+// keeps its old shape), with dim 0 widened to meta.rows_high (a grow may
+// have sized blocks past the record before it failed). For deleting a
+// generation, never for reading it.
+absl::StatusOr<BlockLayout> GenerationExtent(const DictMeta& meta, const LeafRecord& record);
+
 // --- The one check of a new leaf ---------------------------------------------
 // Every way a leaf comes to be (a whole-leaf write, a dict created with a
 // schema, an indexed write into a missing leaf) runs these, and only these.
@@ -122,6 +132,8 @@ inline constexpr char kMetaVersion[] = "version";
 inline constexpr char kMetaNextGen[] = "next_gen";
 inline constexpr char kMetaDeleting[] = "deleting";
 inline constexpr char kMetaLocked[] = "locked";
+inline constexpr char kMetaRowsHigh[] = "rows_high";
+inline constexpr char kMetaResizing[] = "resizing";
 
 // Builds a schema from the flattened field/value lists of HGETALL meta,
 // HGETALL leaves and HGETALL attrs. DATA_LOSS if a record is malformed;

@@ -72,6 +72,10 @@ absl::StatusOr<int64_t> Store::FillLeaves(const DictRef& ref, const std::vector<
   return store::FillLeaves(*dicts_, ref, fills, index);
 }
 
+absl::StatusOr<DictSchema> Store::Resize(const DictRef& ref, int64_t rows) {
+  return ResizeDict(*dicts_, ref, rows);
+}
+
 absl::StatusOr<DictSchema> Store::SetLocked(const DictRef& ref, bool locked) {
   return store::SetLocked(*dicts_, ref, locked);
 }

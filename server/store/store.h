@@ -31,6 +31,7 @@
 #include "common/index.h"
 #include "common/path.h"
 #include "common/shape.h"
+#include "server/store/dict_resize.h"
 #include "server/store/dict_state.h"
 #include "server/store/dict_store.h"
 #include "server/store/indexed_access.h"
@@ -100,6 +101,10 @@ class Store {
   // value each (leaf_fill.h). Returns the schema version.
   absl::StatusOr<int64_t> FillLeaves(const DictRef& ref, const std::vector<Fill>& fills,
                                      const plan::IndexSpec* index);
+
+  // Sets batch dim 0 to `rows`, moving no byte (dict_resize.h). Returns the
+  // schema afterwards.
+  absl::StatusOr<DictSchema> Resize(const DictRef& ref, int64_t rows);
 
   // Whole leaves under `paths` (all when empty) into `sink`, each at one
   // generation (leaf_reader.h).

@@ -219,6 +219,11 @@ DictInfo Dict::describe() const {
   return FromProto(info);
 }
 
+std::vector<int64_t> Dict::batch_size() const {
+  if (std::shared_ptr<const DictInfo> info = TrustedSchema()) return info->batch_size;
+  return describe().batch_size;
+}
+
 void Dict::drop() const {
   v1::DeleteDictRequest request;
   request.set_name(name_);

@@ -1,4 +1,4 @@
-// core::Dict: the dict's lock, attributes and counters.
+// core::Dict: the dict's size, lock, attributes and counters.
 #include "client/core/src/client_impl.h"
 #include "client/core/src/convert.h"
 #include "client/core/src/schema_copies.h"
@@ -28,6 +28,17 @@ DictInfo ChangeSchema(Client::Impl& impl, const std::string& name, const std::st
 }
 
 }  // namespace
+
+DictInfo Dict::resize(int64_t rows) const {
+  v1::ResizeDictRequest request;
+  request.set_dict(name_);
+  request.set_dict_id(id_);
+  request.set_rows(rows);
+  // Resizing to the size asked for again leaves the same result.
+  return ChangeSchema(*impl_, name_, id_, [&](v1::DictInfo* info) {
+    impl_->Call(&v1::TdStore::Stub::ResizeDict, request, info, Retrier::kIdempotent);
+  });
+}
 
 DictInfo Dict::set_locked(bool locked) const {
   v1::SetLockedRequest request;

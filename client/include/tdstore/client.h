@@ -283,6 +283,9 @@ class Dict {
   DictInfo describe();
   // The dict's batch shape (one describe() call).
   std::vector<int64_t> batch_size();
+  // Sets batch dim 0 to `rows` on the server, moving no byte; new rows read
+  // zeros (core::Dict::resize says what it refuses).
+  void resize(int64_t rows) { core_.resize(rows); }
 
   // Lock, attributes and counters, shared by every client; as core::Dict's
   // (tdstore/core.h says what each refuses).

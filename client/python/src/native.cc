@@ -609,6 +609,27 @@ PYBIND11_MODULE(_native, m) {
           "is_locked", [](const core::Dict& dict) { return dict.describe().locked; },
           py::call_guard<py::gil_scoped_release>())
       .def(
+          "batch_size",
+          [](const core::Dict& dict) {
+            std::vector<int64_t> size;
+            {
+              py::gil_scoped_release nogil;
+              size = dict.batch_size();
+            }
+            return py::tuple(py::cast(size));
+          })
+      .def(
+          "resize",
+          [](const core::Dict& dict, int64_t rows) {
+            core::DictInfo info;
+            {
+              py::gil_scoped_release nogil;
+              info = dict.resize(rows);
+            }
+            return DescribeToPython(info);
+          },
+          py::arg("rows"))
+      .def(
           "set_locked",
           [](const core::Dict& dict, bool locked) {
             core::DictInfo info;

@@ -370,7 +370,6 @@ class TensorDictStore(TensorDictBase):
         self._dict = native_dict
         _fork.register(self)
         self._client = client
-        self._batch_size = torch.Size(batch_size)
         self._device = torch.device(device) if device is not None else None
         self._prefix = tuple(prefix)
         # Reads of "everything under this view": [] is the whole dict.
@@ -529,12 +528,40 @@ class TensorDictStore(TensorDictBase):
     def batch_size(self, value):
         self._change_batch_size(torch.Size(value))
 
+    @property
+    def _batch_size(self) -> torch.Size:
+        # The server's, so a resize_ by any process shows here: read from the
+        # watched schema copy (no round trip) or, without one, by a describe.
+        return torch.Size(self._dict.batch_size())
+
+    @_batch_size.setter
+    def _batch_size(self, value):
+        self._change_batch_size(torch.Size(value))
+
     def _change_batch_size(self, new_size) -> None:
         if torch.Size(new_size) != self._batch_size:
             raise RuntimeError(
-                f"the batch size of a TensorDictStore is fixed when it is created "
-                f"({tuple(self._batch_size)}); {_TO_LOCAL}"
+                f"the batch dims of a TensorDictStore are fixed when it is created "
+                f"({tuple(self._batch_size)}); `resize_(n)` changes dim 0 in place, "
+                f"otherwise {_TO_LOCAL}"
             )
+
+    def resize_(self, n: int) -> "TensorDictStore":
+        """Set batch dim 0 of the dict, and of every leaf, to ``n`` in
+        tdstored, for every process at once; returns ``self``.
+
+        Rows below ``min(old, n)`` keep their values and new rows read zeros;
+        no leaf data moves through the client or inside Redis. A view
+        resizes the dict it belongs to (its batch dims are the dict's).
+        ValueError for ``n < 0`` or a dict without batch dims; RuntimeError
+        while the dict is locked."""
+        if isinstance(n, bool) or not isinstance(n, int):
+            if isinstance(n, torch.Tensor) and n.numel() == 1 and not n.is_floating_point():
+                n = int(n)
+            else:
+                raise TypeError(f"resize_(n): n must be an int, got {type(n).__name__}")
+        self._dict.resize(n)
+        return self
 
     @property
     def device(self):

@@ -423,6 +423,17 @@ class Dict {
   // Shapes, dtypes and byte sizes of every leaf, the dict's layout, lock
   // and attributes.
   DictInfo describe() const;
+  // describe().batch_size, without copying the leaves when a watched copy
+  // answers (no round trip then).
+  std::vector<int64_t> batch_size() const;
+  // Sets batch dim 0 of the dict and of every leaf to `rows`, on the
+  // server, moving no byte: rows both sizes have keep their bytes, new rows
+  // read zeros, and readers see the old size or the new one. Returns the
+  // schema afterwards; resizing to the current size changes nothing.
+  // INVALID_ARGUMENT for no batch dims or rows < 0; FAILED_PRECONDITION
+  // while locked; RESOURCE_EXHAUSTED past a quota; ABORTED if the dict
+  // kept changing meanwhile (retry).
+  DictInfo resize(int64_t rows) const;
 
   // ---- State shared by every client (docs/protocol.md, *Lock, attributes
   // and counters*). Each is one call, atomic on the server. NOT_FOUND if
