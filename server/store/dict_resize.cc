@@ -201,17 +201,18 @@ int64_t BytesAt(const std::vector<LeafLayouts>& leaves, bool after) {
 absl::Status Grow(DictStore& dicts, const DictSchema& schema, int64_t rows,
                   const std::vector<LeafLayouts>& leaves, ResizeSteps& steps) {
   const int64_t added = BytesAt(leaves, true) - BytesAt(leaves, false);
-  if (auto s = steps.Prepare(); !s.ok()) return s;
-  absl::Status status = dicts.CheckDictQuota(schema.meta, schema.StoredBytes() + added);
-  if (status.ok()) {
-    status = dicts.ReserveBytes(
-        added, StrCat("growing dict '", schema.meta.name, "' to ", rows, " rows"));
+  // The quotas first: a grow they refuse changes nothing at all.
+  if (auto s = dicts.CheckDictQuota(schema.meta, schema.StoredBytes() + added); !s.ok()) return s;
+  if (auto s = dicts.ReserveBytes(
+          added, StrCat("growing dict '", schema.meta.name, "' to ", rows, " rows"));
+      !s.ok()) {
+    return s;
   }
-  if (!status.ok()) {
-    steps.Release();
-    return status;
+  if (auto s = steps.Prepare(); !s.ok()) {
+    dicts.ReleaseBytes(added);
+    return s;
   }
-  status = ApplySizes(dicts, SizesFor(dicts, schema.meta, leaves, /*undo=*/false));
+  absl::Status status = ApplySizes(dicts, SizesFor(dicts, schema.meta, leaves, /*undo=*/false));
   if (status.ok()) {
     auto version = steps.Commit();
     if (IsOutcomeUnknown(version.status())) {

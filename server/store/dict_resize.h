@@ -10,8 +10,8 @@
 //
 // The steps, under a lease on the dict (resize_dict.lua) so that two
 // resizes never size one dict's blocks at once:
-//   grow:   prepare (lease, rows_high) -> reserve the new bytes -> size the
-//           blocks -> commit -> release;
+//   grow:   reserve the new bytes -> prepare (lease, rows_high) -> size
+//           the blocks -> commit -> release;
 //   shrink: prepare -> commit -> trim the blocks -> return the bytes ->
 //           release.
 // The commit changes every leaf record's shape and the batch shape in one

@@ -1,4 +1,4 @@
-// `tdstore lock / unlock / attr / counter` against the shared daemon: what
+// `tdstore lock / unlock / attr / counter / resize` against the shared daemon: what
 // each prints, that the state is the store's (a C++ client sees it), and
 // bad input exits 2 (usage) or 1 (refused) with one line and no change.
 #include <ATen/ATen.h>
@@ -39,6 +39,39 @@ TEST_F(E2eCliState, LockUnlockIsTheStoresLock) {
   EXPECT_FALSE(client.open(name).is_locked());
   EXPECT_EQ(Run({"rm", name, "x"}).status, 0);
   EXPECT_EQ(Run({"lock", "no-such-dict"}).status, 1);
+}
+
+TEST_F(E2eCliState, ResizeChangesDimZeroInPlace) {
+  const std::string name = UniqueDictName();
+  Client client(DaemonAddress());
+  Dict d = client.create(name, {3, 2});
+  const at::Tensor x = at::arange(12, at::kFloat).reshape({3, 2, 2});
+  d.set("x", x);
+  CliResult r = Run({"resize", name, "5"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "batch size [5, 2]\n");
+  const at::Tensor grown = d.get("x");
+  ASSERT_EQ(grown.sizes(), (at::IntArrayRef{5, 2, 2}));
+  EXPECT_TRUE(grown.slice(0, 0, 3).equal(x));
+  EXPECT_TRUE(grown.slice(0, 3).equal(at::zeros({2, 2, 2})));
+  r = Run({"resize", name, "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(d.get("x").equal(x.slice(0, 0, 1)));
+  // Malformed: exit 2; refused by tdstored: exit 1. One line, no change.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"resize", name}, {"resize", name, "-3"}, {"resize", name, "two"},
+           {"resize", name, "1", "2"}}) {
+    r = Run(args);
+    EXPECT_EQ(r.status, 2) << args.size() << r.err;
+    EXPECT_TRUE(IsOneLineError(r)) << r.err;
+  }
+  d.lock();
+  r = Run({"resize", name, "4"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(IsOneLineError(r));
+  EXPECT_NE(r.err.find("is locked"), std::string::npos) << r.err;
+  EXPECT_EQ(Run({"resize", "no-such-dict", "4"}).status, 1);
+  EXPECT_EQ(d.batch_size(), (std::vector<int64_t>{1, 2}));
 }
 
 TEST_F(E2eCliState, AttrSetGetListRemove) {

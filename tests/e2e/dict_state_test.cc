@@ -2,7 +2,8 @@
 // the lock (shared by every client and every daemon, refusing exactly the
 // structural changes), attributes (limits, all-or-nothing updates) and
 // counters (atomic across threads and daemons, compared with a local model
-// on random operations). Stale and renamed handles get NOT_FOUND, and
+// on random operations), and resizing batch dim 0 (every client sees the
+// new size; every old row keeps its values, new rows read zeros). Stale and renamed handles get NOT_FOUND, and
 // deleting a dict deletes its state.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -108,6 +109,61 @@ TEST_F(E2eDictState, ALockIsSharedAndRefusesExactlyTheStructuralChanges) {
   theirs.erase("n");
   EXPECT_TRUE(Eventually([&] { return theirs.contains("z") && !mine.contains("n"); }));
   mine.core().drop();
+}
+
+TEST_F(E2eDictState, AResizeIsSeenEverywhereAndKeepsEveryRow) {
+  Client a(DaemonAddress());
+  Client b(other_->address());
+  const std::string name = UniqueDictName();
+  Dict mine = a.create(name, {10});
+  const at::Tensor x = at::rand({10, 3});
+  const at::Tensor y = at::arange(10, at::kLong);
+  mine.set("x", x);
+  mine.set({"n", "y"}, y);
+  Dict theirs = b.open(name);
+  ASSERT_EQ(theirs.batch_size(), (std::vector<int64_t>{10}));
+
+  mine.resize(25);
+  EXPECT_EQ(mine.batch_size(), (std::vector<int64_t>{25}));  // its own change, at once
+  EXPECT_TRUE(Eventually([&] { return theirs.batch_size() == std::vector<int64_t>{25}; }));
+  at::Tensor got = theirs.get("x");
+  ASSERT_EQ(got.sizes(), (at::IntArrayRef{25, 3}));
+  EXPECT_TRUE(got.slice(0, 0, 10).equal(x));
+  EXPECT_TRUE(got.slice(0, 10).equal(at::zeros({15, 3})));
+  EXPECT_TRUE(theirs.get({"n", "y"}).slice(0, 0, 10).equal(y));
+  // New rows are rows like any other, through the other daemon.
+  theirs.set_index(Slice(20, 23), "x", at::full({3, 3}, 5.0));
+  EXPECT_TRUE(mine.index(21, {"x"}).at("x").equal(at::full({3}, 5.0)));
+
+  // Shrink through the other daemon: the kept rows keep their values.
+  theirs.resize(7);
+  EXPECT_TRUE(Eventually([&] { return mine.batch_size() == std::vector<int64_t>{7}; }));
+  EXPECT_TRUE(mine.get("x").equal(x.slice(0, 0, 7)));
+  EXPECT_TRUE(mine.get({"n", "y"}).equal(y.slice(0, 0, 7)));
+  EXPECT_EQ(ErrorOf([&] { mine.index(8); }).code(), StatusCode::kOutOfRange);
+  // Resizing to the current size changes nothing.
+  const int64_t version = mine.describe().version;
+  mine.resize(7);
+  EXPECT_EQ(mine.describe().version, version);
+
+  // Refusals, each changing nothing.
+  EXPECT_EQ(ErrorOf([&] { mine.resize(-1); }).code(), StatusCode::kInvalidArgument);
+  mine.lock();
+  Error locked = ErrorOf([&] { theirs.resize(9); });
+  EXPECT_EQ(locked.code(), StatusCode::kFailedPrecondition) << locked.what();
+  EXPECT_TRUE(Contains(locked.message(), "is locked")) << locked.what();
+  mine.unlock();
+  EXPECT_EQ(mine.describe().version, version + 2);  // lock and unlock only
+  Dict scalar = a.create(UniqueDictName(), {});
+  EXPECT_EQ(ErrorOf([&] { scalar.resize(3); }).code(), StatusCode::kInvalidArgument);
+  scalar.core().drop();
+
+  // A handle held across a delete and re-create reaches nothing.
+  mine.core().drop();
+  Dict fresh = a.create(name, {4});
+  EXPECT_EQ(ErrorOf([&] { theirs.resize(30); }).code(), StatusCode::kNotFound);
+  EXPECT_EQ(fresh.batch_size(), (std::vector<int64_t>{4}));
+  fresh.core().drop();
 }
 
 TEST_F(E2eDictState, AttributesAreSharedAndBounded) {
