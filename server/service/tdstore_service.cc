@@ -142,7 +142,7 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
                                         const v1::CreateDictRequest* req, v1::DictInfo* resp) {
-  return Serve(ctx, {req->name(), Access::kWrite}, [&](const Grant*) {
+  return Serve(ctx, {req->name(), Access::kWrite}, [&](const Grant* grant) {
     if (auto s = CheckRequest(limits_, *req); !s.ok()) return NothingApplied(ctx, s);
     store::Store::NewDict spec;
     spec.name = req->name();
@@ -155,6 +155,19 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
       auto dtype = FromProto(leaf.dtype());
       if (!dtype.ok()) return NothingApplied(ctx, dtype.status());
       spec.leaves.push_back({*std::move(path), *dtype, ShapeFromProto(leaf.element_shape())});
+    }
+    if (req->has_copy_from()) {
+      // Reading another dict: the caller must be allowed to.
+      const v1::CopySource& source = req->copy_from();
+      if (auto s = Admit(grant, source.dict(), Access::kRead); !s.ok()) return s;
+      store::Store::CopySource copy{{source.dict(), source.dict_id()}, {}};
+      if (source.from().components_size() > 0) {
+        if (auto s = CheckPath(limits_, source.from()); !s.ok()) return NothingApplied(ctx, s);
+        auto from = FromProto(source.from());
+        if (!from.ok()) return NothingApplied(ctx, from.status());
+        copy.from = *std::move(from);
+      }
+      spec.copy_from = std::move(copy);
     }
     auto schema = store_->CreateDict(spec);
     if (!schema.ok()) return NothingApplied(ctx, schema.status());

@@ -1,6 +1,7 @@
 #include "server/store/dict_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -8,6 +9,7 @@
 #include "server/log.h"
 #include "server/store/dict_state.h"
 #include "server/store/lua_scripts.h"
+#include "server/store/outcome.h"
 #include "server/store/redis_errors.h"
 
 namespace tdstore::store {
@@ -93,7 +95,7 @@ absl::Status DictStore::CheckNamespaceRoom(int64_t bytes, std::string_view what)
 
 absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Shape& batch_shape,
                                                  int64_t rows_per_block, int64_t part_bytes,
-                                                 int64_t schema_bytes) {
+                                                 int64_t schema_bytes, bool publish) {
   if (auto s = CheckName(name); !s.ok()) return s;
   if (auto s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
   if (rows_per_block < 0 || part_bytes < 0) {
@@ -134,6 +136,26 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
   if (auto s = ReplyStatus(*id_reply, "allocate dict id"); !s.ok()) return s;
   const std::string id = StrCat(id_reply->integer());
 
+  if (!publish) {
+    // Fail fast on a taken name (PublishDict checks again, atomically), and
+    // record the creation before the meta exists: a meta no record names
+    // could never be found again.
+    auto taken = redis_->Call(catalog, {"HEXISTS", catalog, name});
+    if (!taken.ok()) return taken.status();
+    if (auto s = ReplyStatus(*taken, "look up dict"); !s.ok()) return s;
+    if (taken->integer() == 1) {
+      return absl::AlreadyExistsError(StrCat("dict '", name, "' already exists"));
+    }
+    const int64_t expires = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count() +
+                            options_.pending_timeout.count();
+    auto recorded = redis_->Call(
+        catalog, {"HSET", catalog, StrCat(kCreatingPrefix, id), StrCat(expires)});
+    if (!recorded.ok()) return recorded.status();
+    if (auto s = ReplyStatus(*recorded, "record dict creation"); !s.ok()) return s;
+  }
+
   const std::string meta_key = keys_.Meta(id);
   const std::string shape_csv = ShapeToCsv(batch_shape);
   const std::string rpb = StrCat(rows_per_block);
@@ -144,23 +166,77 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
   if (!meta_reply.ok()) return meta_reply.status();
   if (auto s = ReplyStatus(*meta_reply, "write dict meta"); !s.ok()) return s;
 
-  auto publish = redis_->Call(catalog, {"HSETNX", catalog, name, id});
-  if (!publish.ok()) {
+  if (!publish) {
+    DictSchema schema;
+    schema.meta = DictMeta{id, std::string(name), batch_shape, rows_per_block, part_bytes, 0};
+    return schema;
+  }
+  auto published = redis_->Call(catalog, {"HSETNX", catalog, name, id});
+  if (!published.ok()) {
     // No reply: the name may or may not have been published, so the meta
     // must stay (a published name without meta could never be used again).
     return OutcomeUnknown(StrCat("creating dict '", name,
-                                 "': outcome unknown: ", publish.status().message()));
+                                 "': outcome unknown: ", published.status().message()));
   }
-  if (publish->is_error() || publish->integer() == 0) {
+  if (published->is_error() || published->integer() == 0) {
     // Name taken (or refused): take back the meta we wrote.
     (void)redis_->Call(meta_key, {"DEL", meta_key});
-    if (auto s = ReplyStatus(*publish, "publish dict"); !s.ok()) return s;
+    if (auto s = ReplyStatus(*published, "publish dict"); !s.ok()) return s;
     return absl::AlreadyExistsError(StrCat("dict '", name, "' already exists"));
   }
 
   DictSchema schema;
   schema.meta = DictMeta{id, std::string(name), batch_shape, rows_per_block, part_bytes, 0};
   return schema;
+}
+
+absl::Status DictStore::PublishDict(std::string_view name, const std::string& id) {
+  const std::string catalog = keys_.Catalog();
+  auto reply = redis_->Eval(GetScripts().publish_dict, {catalog}, {name, id});
+  if (!reply.ok()) {
+    return OutcomeUnknown(StrCat("creating dict '", name, "': outcome unknown: ",
+                                 reply.status().message()));
+  }
+  if (auto s = ReplyStatus(*reply, "publish dict"); !s.ok()) return s;
+  if (reply->integer() == 1) return absl::OkStatus();
+  if (reply->integer() == -1) {
+    return absl::AbortedError(StrCat("creating dict '", name,
+                                     "' took longer than the pending timeout and was swept; "
+                                     "retry"));
+  }
+  // The script recorded the deletion: finish it (or the sweeper will).
+  (void)FinishDelete(id);
+  return absl::AlreadyExistsError(StrCat("dict '", name, "' already exists"));
+}
+
+absl::Status DictStore::AbandonDict(const std::string& id) {
+  // The deletion is recorded before the creation record goes, so the dict
+  // is never left without one.
+  const std::string catalog = keys_.Catalog();
+  auto recorded = redis_->Call(catalog, {"HSET", catalog, StrCat(kDeletingPrefix, id), id});
+  if (!recorded.ok()) return recorded.status();
+  if (auto s = ReplyStatus(*recorded, "record dict deletion"); !s.ok()) return s;
+  auto dropped = redis_->Call(catalog, {"HDEL", catalog, StrCat(kCreatingPrefix, id)});
+  if (!dropped.ok()) return dropped.status();
+  if (auto s = ReplyStatus(*dropped, "drop dict creation"); !s.ok()) return s;
+  return FinishDelete(id);
+}
+
+absl::StatusOr<std::vector<std::string>> DictStore::ListExpiredCreations(int64_t now_ms) {
+  const std::string catalog = keys_.Catalog();
+  auto reply = redis_->Call(catalog, {"HGETALL", catalog});
+  if (!reply.ok()) return reply.status();
+  if (auto s = ReplyStatus(*reply, "list creations"); !s.ok()) return s;
+  std::vector<std::string> fields = StringArray(*reply), ids;
+  const std::string_view prefix = kCreatingPrefix;
+  for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+    int64_t expires = 0;
+    if (fields[i].rfind(prefix, 0) == 0 && absl::SimpleAtoi(fields[i + 1], &expires) &&
+        expires <= now_ms) {
+      ids.push_back(fields[i].substr(prefix.size()));
+    }
+  }
+  return ids;
 }
 
 absl::StatusOr<std::string> DictStore::LookupId(std::string_view name) const {

@@ -54,6 +54,9 @@ namespace tdstore::store {
 // Catalog fields starting with this record deletions in progress (dict
 // names cannot start with '/').
 inline constexpr char kDeletingPrefix[] = "/deleting/";
+// ... and dicts being built before they get their name: '/creating/<id>' ->
+// the unix ms after which the sweeper may take the creation as abandoned.
+inline constexpr char kCreatingPrefix[] = "/creating/";
 
 class DictStore {
  public:
@@ -69,9 +72,29 @@ class DictStore {
   // bytes of the leaves the caller will create in it next: checked against
   // both quotas before the dict is created (RESOURCE_EXHAUSTED, nothing
   // written); the leaves' own writes reserve them for real.
+  //
+  // With publish = false the dict is made without its name: it has an id
+  // and a meta, and can be written through WriteTxn::Begin(store, schema),
+  // but no one can open it until PublishDict gives it its name, all its
+  // leaves in place. The creation is recorded in the catalog first
+  // ('/creating/<id>'), so if the caller dies before publishing, the
+  // sweeper deletes the dict once the record has expired and no write into
+  // it is in progress. The name is checked free at the start (ALREADY_EXISTS)
+  // and again by PublishDict.
   absl::StatusOr<DictSchema> CreateDict(std::string_view name, const Shape& batch_shape,
                                         int64_t rows_per_block, int64_t part_bytes,
-                                        int64_t schema_bytes = 0);
+                                        int64_t schema_bytes = 0, bool publish = true);
+  // Gives a dict made with publish = false its name, atomically
+  // (publish_dict.lua). ALREADY_EXISTS if the name was taken meanwhile (the
+  // dict is then deleted); ABORTED if the sweeper took the creation as
+  // abandoned first.
+  absl::Status PublishDict(std::string_view name, const std::string& id);
+  // Deletes a dict made with publish = false that will not be published
+  // (its leaves could not be made). Idempotent.
+  absl::Status AbandonDict(const std::string& id);
+  // Unpublished creations recorded as expiring before `now_ms` (for the
+  // sweeper, which checks that no write into them is in progress).
+  absl::StatusOr<std::vector<std::string>> ListExpiredCreations(int64_t now_ms);
 
   // --- Quotas (see the top of this file) --------------------------------------
   // RESOURCE_EXHAUSTED naming --dict-quota-bytes if the dict would hold

@@ -40,20 +40,20 @@ class CopySink final : public LeafSink {
   const LeafPath& to_;
 };
 
-}  // namespace
-
-absl::StatusOr<CommitResult> CopyLeaves(DictStore& dicts, const DictRef& src,
-                                        const LeafPath& from, const DictRef& dst,
-                                        const LeafPath& to) {
+absl::Status CheckPaths(const LeafPath& from, const LeafPath& to) {
   if (!from.empty()) {
     if (auto s = ValidatePath(from); !s.ok()) return s;
   }
   if (!to.empty()) {
     if (auto s = ValidatePath(to); !s.ok()) return s;
   }
-  auto txn = WriteTxn::Begin(&dicts, dst);
-  if (!txn.ok()) return txn.status();
-  CopySink sink(**txn, from, to);
+  return absl::OkStatus();
+}
+
+// Reads the source leaves into `txn` and commits it.
+absl::StatusOr<CommitResult> Copy(DictStore& dicts, const DictRef& src, const LeafPath& from,
+                                  WriteTxn& txn, const LeafPath& to) {
+  CopySink sink(txn, from, to);
   const std::vector<LeafPath> paths = from.empty() ? std::vector<LeafPath>{}
                                                    : std::vector<LeafPath>{from};
   // The source schema read fresh, not served from the cache: an attempt
@@ -65,7 +65,26 @@ absl::StatusOr<CommitResult> CopyLeaves(DictStore& dicts, const DictRef& src,
   if (!selected.ok()) return selected.status();
   absl::Status read = ReadLeaves(dicts, *schema, *selected, /*probe=*/false, sink);
   if (!read.ok()) return read;  // the transaction aborts: nothing visible
-  return (*txn)->Commit();
+  return txn.Commit();
+}
+
+}  // namespace
+
+absl::StatusOr<CommitResult> CopyLeaves(DictStore& dicts, const DictRef& src,
+                                        const LeafPath& from, const DictRef& dst,
+                                        const LeafPath& to) {
+  if (auto s = CheckPaths(from, to); !s.ok()) return s;
+  auto txn = WriteTxn::Begin(&dicts, dst);
+  if (!txn.ok()) return txn.status();
+  return Copy(dicts, src, from, **txn, to);
+}
+
+absl::StatusOr<CommitResult> CopyLeavesInto(DictStore& dicts, const DictRef& src,
+                                            const LeafPath& from, DictSchema dst,
+                                            const LeafPath& to) {
+  if (auto s = CheckPaths(from, to); !s.ok()) return s;
+  std::unique_ptr<WriteTxn> txn = WriteTxn::Begin(&dicts, std::move(dst));
+  return Copy(dicts, src, from, *txn, to);
 }
 
 }  // namespace tdstore::store

@@ -33,6 +33,12 @@ namespace tdstore::store {
 absl::StatusOr<CommitResult> CopyLeaves(DictStore& dicts, const DictRef& src,
                                         const LeafPath& from, const DictRef& dst,
                                         const LeafPath& to);
+// The same, into the dict `dst` describes, as read by the caller (a dict
+// made with DictStore::CreateDict(..., publish = false) has no name to
+// look up yet).
+absl::StatusOr<CommitResult> CopyLeavesInto(DictStore& dicts, const DictRef& src,
+                                            const LeafPath& from, DictSchema dst,
+                                            const LeafPath& to);
 
 }  // namespace tdstore::store
 

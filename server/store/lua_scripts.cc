@@ -13,6 +13,7 @@ const Scripts& GetScripts() {
       redis::Script("counter", lua::kCounter),
       redis::Script("delete_leaves", lua::kDeleteLeaves),
       redis::Script("mark_deleting", lua::kMarkDeleting),
+      redis::Script("publish_dict", lua::kPublishDict),
       redis::Script("rename_dict", lua::kRenameDict),
       redis::Script("rename_leaves", lua::kRenameLeaves),
       redis::Script("reserve_bytes", lua::kReserveBytes),
@@ -32,8 +33,9 @@ absl::Status PreloadScripts(redis::RedisClient& redis) {
   const Scripts& s = GetScripts();
   for (const redis::Script* script :
        {&s.begin_write, &s.claim_pending, &s.commit_leaves, &s.counter, &s.delete_leaves,
-        &s.mark_deleting, &s.rename_dict, &s.rename_leaves, &s.reserve_bytes, &s.resize_dict,
-        &s.set_locked, &s.set_meta_name, &s.size_parts, &s.touch_pending, &s.unpublish_dict, &s.update_attrs, &s.write_runs}) {
+        &s.mark_deleting, &s.publish_dict, &s.rename_dict, &s.rename_leaves, &s.reserve_bytes,
+        &s.resize_dict, &s.set_locked, &s.set_meta_name, &s.size_parts, &s.touch_pending,
+        &s.unpublish_dict, &s.update_attrs, &s.write_runs}) {
     auto replies = redis.CallOnEveryMaster({"SCRIPT", "LOAD", script->body()});
     if (!replies.ok()) return replies.status();
     for (const redis::Reply& reply : *replies) {

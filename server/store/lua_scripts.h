@@ -17,6 +17,7 @@ extern const char kDeleteLeaves[];
 extern const char kMarkDeleting[];
 extern const char kRenameDict[];
 extern const char kRenameLeaves[];
+extern const char kPublishDict[];
 extern const char kReserveBytes[];
 extern const char kResizeDict[];
 extern const char kSetLocked[];
@@ -38,6 +39,7 @@ struct Scripts {
   redis::Script counter;
   redis::Script delete_leaves;
   redis::Script mark_deleting;
+  redis::Script publish_dict;
   redis::Script rename_dict;
   redis::Script rename_leaves;
   redis::Script reserve_bytes;

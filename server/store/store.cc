@@ -1,5 +1,8 @@
 #include "server/store/store.h"
 
+#include "common/str_cat.h"
+#include "server/log.h"
+#include "server/store/outcome.h"
 #include "server/store/redis_errors.h"
 
 namespace tdstore::store {
@@ -17,6 +20,7 @@ Store::Health Store::Ping() const {
 }
 
 absl::StatusOr<DictSchema> Store::CreateDict(const NewDict& spec) {
+  if (spec.copy_from) return CreateCopy(spec);
   // Every leaf is checked before anything is created: a refused create
   // writes nothing.
   std::vector<ZeroLeaf> leaves;
@@ -32,19 +36,60 @@ absl::StatusOr<DictSchema> Store::CreateDict(const NewDict& spec) {
     schema_bytes += *bytes;
     leaves.push_back({leaf.path, leaf.dtype, std::move(shape)});
   }
-  auto schema = dicts_->CreateDict(spec.name, spec.batch_shape, spec.rows_per_block,
-                                   spec.part_bytes, schema_bytes);
-  if (!schema.ok() || leaves.empty()) return schema;
-  auto created = CreateZeroFilledLeaves(dicts_, *schema, leaves);
-  if (!created.ok()) {
-    // Take the half-made dict back rather than leave it without its schema.
-    // If that fails too, the caller learns the outcome is not clean.
-    if (auto undo = dicts_->DeleteDict({spec.name, schema->meta.id}); !undo.ok()) {
-      return OutcomeUnknown(std::string(created.status().message()));
-    }
-    return created.status();
+  if (leaves.empty()) {
+    return dicts_->CreateDict(spec.name, spec.batch_shape, spec.rows_per_block,
+                              spec.part_bytes);
   }
-  return dicts_->Load({spec.name, schema->meta.id});
+  auto schema = dicts_->CreateDict(spec.name, spec.batch_shape, spec.rows_per_block,
+                                   spec.part_bytes, schema_bytes, /*publish=*/false);
+  if (!schema.ok()) return schema;
+  return Publish(*schema, CreateZeroFilledLeaves(dicts_, *schema, leaves).status());
+}
+
+absl::StatusOr<DictSchema> Store::CreateCopy(const NewDict& spec) {
+  if (!spec.batch_shape.empty() || !spec.leaves.empty()) {
+    return absl::InvalidArgumentError(
+        "a dict created as a copy takes the source's batch shape and leaves: give neither");
+  }
+  const CopySource& source = *spec.copy_from;
+  auto from = dicts_->Load(source.dict);
+  if (!from.ok()) return from.status();
+  auto selected = from->Select(source.from.empty() ? std::vector<LeafPath>{}
+                                                   : std::vector<LeafPath>{source.from});
+  if (!selected.ok()) return selected.status();
+  int64_t bytes = 0;
+  for (const Leaf* leaf : *selected) bytes += RecordBytes(leaf->record);
+  const DictMeta& meta = from->meta;
+  const bool layout_given = spec.rows_per_block != 0 || spec.part_bytes != 0;
+  const int64_t rows_per_block = layout_given ? spec.rows_per_block : meta.rows_per_block;
+  const int64_t part_bytes = layout_given ? spec.part_bytes : meta.part_bytes;
+  // A copy of an empty dict is an empty dict.
+  if (selected->empty()) {
+    return dicts_->CreateDict(spec.name, meta.batch_shape, rows_per_block, part_bytes);
+  }
+  auto schema = dicts_->CreateDict(spec.name, meta.batch_shape, rows_per_block, part_bytes,
+                                   bytes, /*publish=*/false);
+  if (!schema.ok()) return schema;
+  // The source by the id just read: a namesake created meanwhile is not
+  // copied.
+  const DictRef src{source.dict.name, meta.id};
+  return Publish(*schema,
+                 store::CopyLeavesInto(*dicts_, src, source.from, *schema, {}).status());
+}
+
+absl::StatusOr<DictSchema> Store::Publish(const DictSchema& built, absl::Status filled) {
+  const std::string& id = built.meta.id;
+  if (!filled.ok()) {
+    // An unknown outcome is a commit that may have run: the dict is
+    // deleted all the same (it was never published, so no one saw it).
+    if (auto undo = dicts_->AbandonDict(id); !undo.ok()) {
+      LogWarning(StrCat("could not delete the unpublished dict id ", id,
+                        " (the sweeper will): ", undo.ToString()));
+    }
+    return IsOutcomeUnknown(filled) ? absl::UnavailableError(filled.message()) : filled;
+  }
+  if (auto s = dicts_->PublishDict(built.meta.name, id); !s.ok()) return s;
+  return dicts_->Load({built.meta.name, id});
 }
 
 absl::StatusOr<DictSchema> Store::Describe(const DictRef& ref) const { return dicts_->Load(ref); }

@@ -23,6 +23,7 @@
 #define TDSTORE_SERVER_STORE_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,8 +65,17 @@ class Store {
   Health Ping() const;
 
   // Creates a dict, with `leaves` zero-filled in it (each checked by
-  // CheckNewLeaf, pairwise disjoint, all within the quotas) before create
-  // returns. A dict whose leaves cannot be made is deleted again.
+  // CheckNewLeaf, pairwise disjoint, all within the quotas), or with a copy
+  // of the leaves at or under `copy_from->from` in another dict (made inside
+  // tdstored, as CopyLeaves; the new dict takes the source's batch shape,
+  // and its block layout unless one is given). Such a dict is built before
+  // it gets its name (DictStore::CreateDict with publish = false): no one
+  // sees it until every leaf is in place, and one whose leaves cannot be
+  // made is deleted again (by the sweeper, if this daemon dies first).
+  struct CopySource {
+    DictRef dict;
+    LeafPath from;  // empty: every leaf
+  };
   struct NewDict {
     std::string_view name;
     Shape batch_shape;
@@ -77,6 +87,7 @@ class Store {
       Shape element_shape;
     };
     std::vector<Leaf> leaves;
+    std::optional<CopySource> copy_from;  // then batch_shape and leaves stay empty
   };
   absl::StatusOr<DictSchema> CreateDict(const NewDict& spec);
 
@@ -136,6 +147,11 @@ class Store {
   void Unwatch(uint64_t token);
 
  private:
+  absl::StatusOr<DictSchema> CreateCopy(const NewDict& spec);
+  // Gives a dict built unpublished its name if `filled` (the making of its
+  // leaves) is OK; deletes it otherwise and returns `filled`.
+  absl::StatusOr<DictSchema> Publish(const DictSchema& built, absl::Status filled);
+
   DictStore* const dicts_;
   SchemaWatch* const watch_;
 };

@@ -29,6 +29,17 @@ absl::Status Sweeper::SweepAll(int64_t now_ms, int* generations, int* deletions)
     if (s.ok()) ++*deletions;
     else if (first_error.ok()) first_error = s;
   }
+  auto creations = store_->ListExpiredCreations(now_ms);
+  if (!creations.ok()) return creations.status();
+  for (const std::string& id : *creations) {
+    // A dict built before it got its name whose builder died: delete it,
+    // unless a write into it is still making progress (a long copy).
+    auto busy = HasLivePending(id, now_ms);
+    absl::Status s = busy.ok() ? (*busy ? absl::OkStatus() : store_->AbandonDict(id))
+                               : busy.status();
+    if (s.ok() && busy.ok() && !*busy) ++*deletions;
+    if (!s.ok() && first_error.ok()) first_error = s;
+  }
   auto ids = store_->ListDictIds();
   if (!ids.ok()) return ids.status();
   for (const std::string& id : *ids) {
@@ -37,6 +48,19 @@ absl::Status Sweeper::SweepAll(int64_t now_ms, int* generations, int* deletions)
     if (!s.ok() && first_error.ok()) first_error = s;
   }
   return first_error;
+}
+
+absl::StatusOr<bool> Sweeper::HasLivePending(const std::string& id, int64_t now_ms) {
+  const std::string pending_key = store_->keys().Pending(id);
+  auto reply = store_->redis().Call(pending_key, {"HGETALL", pending_key});
+  if (!reply.ok()) return reply.status();
+  if (auto s = ReplyStatus(*reply, "read pending writes"); !s.ok()) return s;
+  std::vector<std::string> fields = StringArray(*reply);
+  for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+    auto record = DecodePendingRecord(fields[i + 1]);
+    if (record.ok() && record->expires_ms > now_ms) return true;
+  }
+  return false;
 }
 
 absl::Status Sweeper::SweepDict(const std::string& id, int64_t now_ms, int* removed) {

@@ -9,7 +9,9 @@
 // was read, so a writer that commits or refreshes meanwhile wins) and deletes
 // its blocks: it swaps the entry for a lease, deletes the blocks, then
 // removes the entry if it still holds the lease. It also finishes dict
-// deletions that were cut short (DictStore::FinishDelete).
+// deletions that were cut short (DictStore::FinishDelete), and deletes
+// dicts built before their name whose builder died (an expired
+// '/creating/<id>' record with no live pending write: DictStore::AbandonDict).
 //
 // Several daemons may sweep the same Redis; claims keep them from fighting.
 //
@@ -62,6 +64,8 @@ class Sweeper {
   absl::Status SweepAll(int64_t now_ms, int* generations, int* deletions);
   // Adds the generations it removed to *removed, also when it fails midway.
   absl::Status SweepDict(const std::string& id, int64_t now_ms, int* removed);
+  // Whether dict `id` has a pending write that has not expired.
+  absl::StatusOr<bool> HasLivePending(const std::string& id, int64_t now_ms);
 
   DictStore* const store_;
   SweepObserver* const observer_;

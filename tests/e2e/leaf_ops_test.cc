@@ -2,12 +2,14 @@
 // ends: renaming a leaf or subtree (no data moves: the block keys and their
 // bytes are the same before and after), filling whole leaves or indexed rows
 // with a scalar (compared with torch's fill_ for every dtype), keys under a
-// prefix, and a write that a locked dict refuses even in place. Bad input
-// changes nothing.
+// prefix, a write that a locked dict refuses even in place, and copies
+// (into a dict, or as a new dict that appears only once complete). Bad
+// input changes nothing.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tdstore/client.h"
@@ -329,6 +332,64 @@ TEST(E2eLeafOps, CopyInsideTdstoredMatchesTheSourceByteForByte) {
   EXPECT_EQ(ErrorOf([&] { src.copy("top", dst, {"n", "Float", "deep"}); }).code(),
             StatusCode::kFailedPrecondition);  // under a leaf
   for (Dict* d : {&src, &dst, &other}) d->core().drop();
+}
+
+// A clone is built before it has its name: a reader polling for it sees no
+// dict, or the dict with every leaf, never one in between; a clone that
+// cannot be made leaves no dict and no block.
+TEST(E2eLeafOps, ACloneAppearsWithEveryLeafOrNotAtAll) {
+  Client client(DaemonAddress());
+  const std::string source_name = UniqueDictName(), name = UniqueDictName();
+  Dict src = client.create(source_name, {1024});
+  for (int i = 0; i < 4; ++i) src.set("l" + std::to_string(i), at::rand({1024, 2048}));  // 8 MiB
+  src.set({"n", "y"}, at::arange(1024, at::kLong));
+  ClientOptions no_watch;
+  no_watch.watch_schemas = false;  // every describe asks tdstored
+  std::atomic<bool> done{false};
+  int polls = 0, absent = 0, whole = 0, partial = 0;
+  std::thread watcher([&] {
+    Client reader(DaemonAddress(), no_watch);
+    while (!done.load()) {
+      ++polls;
+      try {
+        const size_t leaves = reader.open(name).describe().leaves.size();
+        (leaves == 5 ? whole : partial) += 1;
+      } catch (const Error& e) {
+        if (e.code() == StatusCode::kNotFound) ++absent;
+        else ADD_FAILURE() << e.what();
+      }
+    }
+  });
+  Dict copy = src.clone(name);
+  done = true;
+  watcher.join();
+  EXPECT_EQ(partial, 0) << "a reader saw the clone before every leaf was in place";
+  EXPECT_GT(absent, 0) << "the poll never ran during the copy (" << polls << " polls)";
+  for (int i = 0; i < 4; ++i) {
+    const std::string leaf = "l" + std::to_string(i);
+    EXPECT_TRUE(SameBytes(copy.get(leaf), src.get(leaf))) << leaf;
+  }
+  EXPECT_EQ(copy.describe().rows_per_block, src.describe().rows_per_block);
+
+  // A sub-dict cloned alone becomes the new dict's root.
+  const std::string sub_name = UniqueDictName();
+  Dict sub = src.clone(sub_name, {"n"});
+  EXPECT_EQ(sub.keys(true, true), (std::vector<Key>{Key("y")}));
+  EXPECT_TRUE(sub.get("y").equal(at::arange(1024, at::kLong)));
+
+  // Refused clones leave no dict and no block.
+  const Snapshot blocks = DataKeys();
+  const std::vector<std::string> names = client.list();
+  EXPECT_EQ(ErrorOf([&] { src.clone(name); }).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(ErrorOf([&] { src.clone(UniqueDictName(), {"nope"}); }).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(ErrorOf([&] { src.clone(UniqueDictName(), {"n", "y"}); }).code(),
+            StatusCode::kInvalidArgument);  // a leaf needs a path in the new dict
+  EXPECT_EQ(DataKeys(), blocks);
+  EXPECT_EQ(client.list(), names);
+  src.core().drop();
+  copy.core().drop();
+  sub.core().drop();
 }
 
 // A copy moves its bytes inside tdstored: the CopyLeaves call's gRPC

@@ -2,6 +2,8 @@
 // writes and reads across blocks and parts, generations, aborts, the sweeper,
 // and every rejected request leaving Redis unchanged.
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -372,6 +374,80 @@ TEST_F(StoreTest, SweptWriteCannotCommit) {
   EXPECT_EQ((*txn)->Commit().status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(store.LoadDict("d")->leaves.size(), 0u);
   EXPECT_TRUE(DataKeys().empty());
+}
+
+// A dict built before it gets its name (CreateDict with publish = false):
+// no one can open or list it; publishing gives it its name with every leaf
+// in place, or fails if the name was taken meanwhile; and one whose builder
+// died is swept once its record has expired and no write into it is alive.
+TEST_F(StoreTest, AnUnpublishedDictIsInvisibleUntilPublishedAndSweptIfAbandoned) {
+  // What the store holds, less the id counter (ids are never given back).
+  auto held = [&] {
+    std::vector<std::string> v = Snapshot();
+    auto it = std::find(v.begin(), v.end(), ns_ + ":next_dict_id");
+    if (it != v.end()) v.erase(it, it + 2);
+    return v;
+  };
+  auto built = store_->CreateDict("d", {4}, 2, 100, 0, /*publish=*/false);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(store_->LoadDict("d").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListDicts()->empty());
+  auto txn = WriteTxn::Begin(store_.get(), *built);
+  ASSERT_TRUE(txn->BeginLeaf({"x"}, DType::kUInt8, {4}, 4).ok());
+  ASSERT_TRUE(txn->Append("abcd").ok());
+  ASSERT_TRUE(txn->Commit().ok());
+  EXPECT_EQ(store_->LoadDict("d").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(store_->PublishDict("d", built->meta.id).ok());
+  auto read = Read("d", {"x"});
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, "abcd");
+
+  // The name taken while the other dict was being built: nothing of it stays.
+  ASSERT_TRUE(Write("d", {{{"y"}, DType::kUInt8, {4}, "wxyz"}}).ok());
+  const std::vector<std::string> with_y = held();
+  EXPECT_EQ(store_->CreateDict("d", {4}, 2, 100, 0, /*publish=*/false).status().code(),
+            absl::StatusCode::kAlreadyExists);  // checked at the start too
+  EXPECT_EQ(held(), with_y);
+  auto late = store_->CreateDict("e", {4}, 2, 100, 0, /*publish=*/false);
+  ASSERT_TRUE(late.ok());
+  ASSERT_TRUE(store_->CreateDict("e", {2}, 0, 0).ok());
+  auto txn2 = WriteTxn::Begin(store_.get(), *late);
+  ASSERT_TRUE(txn2->BeginLeaf({"z"}, DType::kUInt8, {4}, 4).ok());
+  ASSERT_TRUE(txn2->Append("0123").ok());
+  ASSERT_TRUE(txn2->Commit().ok());
+  EXPECT_EQ(store_->PublishDict("e", late->meta.id).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(store_->DeleteDict("e").ok());
+  EXPECT_EQ(held(), with_y) << "the unpublished namesake left keys";
+
+  // A builder that died mid-write: kept while its write is alive...
+  StoreOptions options = store_->options();
+  options.pending_timeout = std::chrono::milliseconds(60000);
+  DictStore store(client_.get(), options);
+  auto orphan = store.CreateDict("f", {4}, 2, 100, 0, /*publish=*/false);
+  ASSERT_TRUE(orphan.ok());
+  auto dying = WriteTxn::Begin(&store, *orphan);
+  ASSERT_TRUE(dying->BeginLeaf({"x"}, DType::kUInt8, {4}, 4).ok());
+  ASSERT_TRUE(dying->Append("abcd").ok());
+  WriteTxn* leaked = dying.release();
+  (void)leaked;
+  const std::string record = std::string(kCreatingPrefix) + orphan->meta.id;
+  redis_->Command({"HSET", ns_ + ":catalog", record, "1"});  // expired long ago
+  Sweeper sweeper(&store);
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto kept = sweeper.SweepOnce(now);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(*kept, 0);
+  EXPECT_EQ(redis_->Command({"HEXISTS", ns_ + ":catalog", record}),
+            std::vector<std::string>{"1"});
+  // ...and swept, every key of it, once nothing of it is alive.
+  auto swept = sweeper.SweepOnce(std::numeric_limits<int64_t>::max());
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(held(), with_y) << "the abandoned dict left keys";
+  EXPECT_EQ(store.PublishDict("f", orphan->meta.id).code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(store.ListDicts().ok());
+  EXPECT_EQ(*store.ListDicts(), std::vector<std::string>{"d"});
 }
 
 TEST_F(StoreTest, DeleteDictRemovesEveryKey) {

@@ -173,6 +173,20 @@ void Dict::copy(const Key& from, const Dict& target, const Key& to) const {
   }
 }
 
+Dict Dict::clone(const std::string& name, const Key& from, const CreateOptions& options) const {
+  v1::CreateDictRequest request;
+  request.set_name(name);
+  request.mutable_options()->set_rows_per_block(options.rows_per_block);
+  request.mutable_options()->set_part_bytes(options.part_bytes);
+  v1::CopySource* source = request.mutable_copy_from();
+  source->set_dict(name_);
+  source->set_dict_id(id_);
+  if (!from.parts().empty()) ToProto(from, source->mutable_from());
+  v1::DictInfo info;
+  impl_->Call(&v1::TdStore::Stub::CreateDict, request, &info, Retrier::kOnlyIfNothingApplied);
+  return Dict(impl_, info.name(), info.id());
+}
+
 bool Dict::contains(const Key& path) const {
   if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
     if (!path.parts().empty()) {  // an empty path is tdstored's to refuse

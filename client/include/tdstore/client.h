@@ -279,6 +279,11 @@ class Dict {
             const Index* index = nullptr);
   // Copies leaves into `target` inside tdstored (core::Dict::copy).
   void copy(const Key& from, Dict& target, const Key& to) { core_.copy(from, target.core_, to); }
+  // A new dict `name` holding a copy of the leaves at or under `from`, made
+  // inside tdstored; it appears only once complete (core::Dict::clone).
+  Dict clone(const std::string& name, const Key& from = Key(std::vector<std::string>{})) {
+    return Dict(core_.clone(name, from));
+  }
   // Shapes, dtypes and byte sizes of every leaf, and the dict's layout; no data.
   DictInfo describe();
   // The dict's batch shape (one describe() call).

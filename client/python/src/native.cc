@@ -549,6 +549,15 @@ PYBIND11_MODULE(_native, m) {
           },
           py::arg("from_path"), py::arg("target"), py::arg("to_path"))
       .def(
+          "clone",
+          [](const core::Dict& dict, const std::string& name,
+             const std::vector<std::string>& from) {
+            const Key path(from);
+            py::gil_scoped_release nogil;
+            return dict.clone(name, path);
+          },
+          py::arg("name"), py::arg("from_path"))
+      .def(
           "fill",
           [](const core::Dict& dict, const py::list& leaves, const py::object& index) {
             std::vector<core::LeafFill> fills;

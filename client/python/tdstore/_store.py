@@ -1124,23 +1124,15 @@ class TensorDictStore(TensorDictBase):
     # -- copies --
 
     def _clone(self, recurse: bool = True):
-        """recurse=True: a NEW dict in the store (fresh name, same layout)
-        with the same leaves, copied inside tdstored (no data through this
-        process); drop() it when done. recurse=False: another wrapper on the
-        same dict."""
+        """recurse=True: a NEW dict in the store (fresh name, same batch size
+        and layout) with this view's leaves, copied inside tdstored in one
+        call (no data through this process). It appears only once every leaf
+        is in place, and a copy that fails leaves no dict; drop() it when
+        done. recurse=False: another wrapper on the same dict."""
         if not recurse:
             return self._subview(self._prefix)
-        info = self._dict.describe()
-        out = TensorDictStore(batch_size=self._batch_size, client=self._client,
-                              device=self._device, rows_per_block=info["rows_per_block"],
-                              part_bytes=info["part_bytes"])
-        if self._leaf_paths():
-            try:
-                self._dict.copy(self._prefix, out._dict, ())
-            except BaseException:
-                out.drop()  # a copy cut short leaves no half-made dict
-                raise
-        return out
+        native = self._dict.clone(_fresh_name(), self._prefix)
+        return type(self)._wrap(native, self._client, native.batch_size(), self._device)
 
     def empty(self, recurse=False, *, batch_size=None, device=NO_DEFAULT, names=None):
         """A local, empty TensorDict of the same batch size and device (as the

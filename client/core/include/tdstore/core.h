@@ -413,6 +413,13 @@ class Dict {
   // that fails leaves nothing. INVALID_ARGUMENT if batch dims do not fit
   // the target; NOT_FOUND if nothing is at `from`.
   void copy(const Key& from, const Dict& target, const Key& to) const;
+  // A new dict `name` holding a copy of the leaves at or under `from`
+  // (empty: every leaf), made inside tdstored: the same batch shape, and the
+  // same block layout unless `options` sets one. It appears, under its name,
+  // only once every leaf is in place; a copy that fails leaves no dict.
+  // ALREADY_EXISTS if the name is taken; NOT_FOUND if nothing is at `from`.
+  Dict clone(const std::string& name, const Key& from = {},
+             const CreateOptions& options = {}) const;
   // Deletes this dict and all its data. NOT_FOUND if it is gone, even if
   // another dict has its name now (Client::drop deletes by name).
   void drop() const;
