@@ -11,6 +11,7 @@ import torch
 import torch.multiprocessing as tmp
 from torch.utils.data import DataLoader, Dataset
 
+import tdstore
 from tdstore import TensorDictStore
 
 
@@ -217,6 +218,45 @@ def test_a_forked_child_that_drops_everything_leaves_the_parent_working(new_stor
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     assert torch.equal(TensorDictStore.from_store(td.handle, timeout=20.0)["x"],
                        torch.arange(4.0))
+
+
+def test_a_bare_native_dict_dropped_in_a_forked_child_leaves_both_working(new_store, addr):
+    """A native Dict from Client.open(), whose Client is gone, is registered
+    nowhere: the fork hook cannot set it aside. Dropping it in a forked child
+    must not destroy the connection state the child inherited (its watch
+    threads do not exist there): the core leaks it in any process but the
+    one that made it."""
+    import gc
+    import signal
+    import time
+
+    td = new_store([4])
+    td["x"] = torch.arange(4.0)
+    held = [tdstore.Client(addr).open(td.name)]  # the Client wrapper is gone at once
+    assert held[0].keys(True, True) == [("x",)]  # starts the dict's schema watch
+    pid = os.fork()
+    if pid == 0:  # the child (os._exit: never back into pytest)
+        code = 0
+        try:
+            held.clear()
+            gc.collect()
+        except BaseException:
+            code = 5
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the child hung dropping an inherited native Dict")
+        time.sleep(0.01)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert held[0].keys(True, True) == [("x",)]
+    assert torch.equal(td["x"], torch.arange(4.0))
 
 
 def test_threads_share_one_store(new_store):

@@ -3,6 +3,8 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "client/core/src/client_impl.h"
@@ -111,8 +113,26 @@ void Client::Impl::Fail(const grpc::Status& status) const {
   throw ErrorFromStatus(status, address);
 }
 
+namespace {
+
+// A process forked from this one inherits the Impl's memory but none of its
+// threads (the schema watches, gRPC's pollers). Destroying it there would
+// join threads that do not exist and touch gRPC state the parent still
+// uses (a crash, or the parent's next call hanging). So an Impl is only
+// ever destroyed by the process that made it; a forked child leaks it.
+std::shared_ptr<Client::Impl> MakeImpl(const std::string& address,
+                                       const ClientOptions& options) {
+  const pid_t owner = getpid();
+  return std::shared_ptr<Client::Impl>(new Client::Impl(address, options),
+                                       [owner](Client::Impl* impl) {
+                                         if (getpid() == owner) delete impl;
+                                       });
+}
+
+}  // namespace
+
 Client::Client(const std::string& address, ClientOptions options)
-    : impl_(std::make_shared<Impl>(address, options)) {}
+    : impl_(MakeImpl(address, options)) {}
 
 const std::string& Client::address() const { return impl_->address; }
 

@@ -13,6 +13,12 @@ the shared state too) and replaced by ``ForkedChild``, whose every use
 raises a RuntimeError saying to use the spawn or forkserver start method;
 new connections in that child raise the same error. A child forked before
 any connection was made is unaffected.
+
+Native objects registered nowhere (a bare Dict from ``Client.open()`` whose
+Client is gone) are covered one level down: the core never destroys a
+connection in a process other than the one that made it, so dropping one in
+the child leaks it there instead of joining threads the child does not have
+(client/core/src/client.cc, MakeImpl).
 """
 
 from __future__ import annotations
