@@ -24,7 +24,8 @@
 -- block a grow made is left behind, even if the grow failed or its daemon
 -- died. Returns the version, unchanged.
 --
--- 'commit' (lease held) makes the new size visible to everyone at once:
+-- 'commit' needs the lease still held (TDLEASE otherwise: another resize
+-- took it over and owns the parts now). It makes the new size visible to everyone at once:
 -- every leaf record's dim 0 and the meta's batch_shape change together,
 -- the version is bumped and the change published. Returns the new version.
 local mode, token = ARGV[1], ARGV[8]
@@ -49,7 +50,7 @@ if lease and holder ~= token and expiry > tonumber(ARGV[9]) then
   return redis.error_reply('TDBUSY another resize of the dict is under way')
 end
 if mode == 'commit' and holder ~= token then
-  return redis.error_reply('TDSTALE the resize lease expired')
+  return redis.error_reply('TDLEASE the resize lease expired and was taken over')
 end
 local batch = redis.call('HGET', KEYS[1], 'batch_shape')
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[3] or string.match(batch, '^%d+') ~= ARGV[4] then

@@ -117,9 +117,15 @@ BlockSizes SizesFor(const DictStore& dicts, const DictMeta& meta,
   return sizes;
 }
 
-// Runs size_parts.lua on every block of `sizes`, one call per block.
-absl::Status ApplySizes(DictStore& dicts, const BlockSizes& sizes) {
+// Runs size_parts.lua on every block of `sizes`, one call per block. Stops
+// (stale) past `deadline`, the end of the time the lease guarantees.
+absl::Status ApplySizes(DictStore& dicts, const BlockSizes& sizes,
+                        std::chrono::steady_clock::time_point deadline =
+                            std::chrono::steady_clock::time_point::max()) {
   for (const auto& [block, parts] : sizes) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return StaleError("the resize's lease (sizing took longer than half the pending timeout)");
+    }
     std::vector<std::string> numbers;
     numbers.reserve(2 * parts.size());
     std::vector<std::string_view> keys, args;
@@ -142,7 +148,20 @@ class ResizeSteps {
   ResizeSteps(DictStore& dicts, const DictSchema& schema, int64_t rows, const std::string& token)
       : dicts_(dicts), schema_(schema), rows_(rows), token_(token) {}
 
-  absl::Status Prepare() { return Run("prepare").status(); }
+  // Takes the lease. A failure releases whatever a lost reply may have
+  // taken.
+  absl::Status Prepare() {
+    absl::Status status = Run("prepare").status();
+    if (!status.ok()) Release();
+    sizing_deadline_ = std::chrono::steady_clock::now() + dicts_.options().pending_timeout / 2;
+    return status;
+  }
+  // Sizing must end well inside the lease: a resize that took over an
+  // expired lease sizes the same parts.
+  std::chrono::steady_clock::time_point sizing_deadline() const { return sizing_deadline_; }
+  // Whether a commit found the lease taken over: the parts are the other
+  // resize's now, and must not be sized back.
+  bool lease_lost() const { return lease_lost_; }
   // The new version; an unknown outcome if the reply was lost.
   absl::StatusOr<int64_t> Commit() { return Run("commit"); }
   // Best effort: an unreleased lease expires after the pending timeout.
@@ -181,6 +200,10 @@ class ResizeSteps {
     if (tag == "TDNODICT") return dicts_.NotFound({meta.name, meta.id});
     if (tag == "TDLOCKED") return LockedError(meta.name, "resize it");
     if (tag == "TDBUSY") return BusyError(meta.name);
+    if (tag == "TDLEASE") {
+      lease_lost_ = true;
+      return StaleError(StrCat("dict '", meta.name, "' (its resize lease expired)"));
+    }
     if (tag == "TDSTALE") return StaleError(StrCat("dict '", meta.name, "' (during a resize)"));
     if (auto s = ReplyStatus(*reply, StrCat("resize dict (", mode, ")")); !s.ok()) return s;
     return reply->integer();
@@ -190,6 +213,8 @@ class ResizeSteps {
   const DictSchema& schema_;
   const int64_t rows_;
   const std::string& token_;
+  std::chrono::steady_clock::time_point sizing_deadline_{};
+  bool lease_lost_ = false;
 };
 
 int64_t BytesAt(const std::vector<LeafLayouts>& leaves, bool after) {
@@ -212,7 +237,8 @@ absl::Status Grow(DictStore& dicts, const DictSchema& schema, int64_t rows,
     dicts.ReleaseBytes(added);
     return s;
   }
-  absl::Status status = ApplySizes(dicts, SizesFor(dicts, schema.meta, leaves, /*undo=*/false));
+  absl::Status status = ApplySizes(dicts, SizesFor(dicts, schema.meta, leaves, /*undo=*/false),
+                                   steps.sizing_deadline());
   if (status.ok()) {
     auto version = steps.Commit();
     if (IsOutcomeUnknown(version.status())) {
@@ -225,8 +251,11 @@ absl::Status Grow(DictStore& dicts, const DictSchema& schema, int64_t rows,
   if (!status.ok()) {
     // Best effort: parts left longer than their records are cut by the
     // next resize, and new blocks are deleted with their generation
-    // (rows_high covers them).
-    (void)ApplySizes(dicts, SizesFor(dicts, schema.meta, leaves, /*undo=*/true));
+    // (rows_high covers them). Not when another resize took the lease
+    // over: the parts are its own now.
+    if (!steps.lease_lost()) {
+      (void)ApplySizes(dicts, SizesFor(dicts, schema.meta, leaves, /*undo=*/true));
+    }
     dicts.ReleaseBytes(added);
   }
   steps.Release();
@@ -246,7 +275,8 @@ absl::Status Shrink(DictStore& dicts, const DictSchema& schema,
   // unreachable; trimming frees their memory, and cuts the parts so that a
   // write planned against the old size finds them short (TDSTALE) instead
   // of landing in bytes a later grow would expose.
-  if (auto s = ApplySizes(dicts, SizesFor(dicts, schema.meta, leaves, /*undo=*/false));
+  if (auto s = ApplySizes(dicts, SizesFor(dicts, schema.meta, leaves, /*undo=*/false),
+                          steps.sizing_deadline());
       !s.ok()) {
     LogWarning(StrCat("dict '", schema.meta.name, "' shrank, but trimming its blocks failed ",
                       "(they are deleted with their leaves): ", s.ToString()));

@@ -192,7 +192,7 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
 
 absl::Status DictStore::PublishDict(std::string_view name, const std::string& id) {
   const std::string catalog = keys_.Catalog();
-  auto reply = redis_->Eval(GetScripts().publish_dict, {catalog}, {name, id});
+  auto reply = redis_->Eval(GetScripts().publish_dict, {catalog}, {name, id, "publish"});
   if (!reply.ok()) {
     return OutcomeUnknown(StrCat("creating dict '", name, "': outcome unknown: ",
                                  reply.status().message()));
@@ -210,15 +210,13 @@ absl::Status DictStore::PublishDict(std::string_view name, const std::string& id
 }
 
 absl::Status DictStore::AbandonDict(const std::string& id) {
-  // The deletion is recorded before the creation record goes, so the dict
-  // is never left without one.
+  // Decided on the creation record (publish_dict.lua): a publish that got
+  // there first wins, and its dict is left alone.
   const std::string catalog = keys_.Catalog();
-  auto recorded = redis_->Call(catalog, {"HSET", catalog, StrCat(kDeletingPrefix, id), id});
-  if (!recorded.ok()) return recorded.status();
-  if (auto s = ReplyStatus(*recorded, "record dict deletion"); !s.ok()) return s;
-  auto dropped = redis_->Call(catalog, {"HDEL", catalog, StrCat(kCreatingPrefix, id)});
-  if (!dropped.ok()) return dropped.status();
-  if (auto s = ReplyStatus(*dropped, "drop dict creation"); !s.ok()) return s;
+  auto reply = redis_->Eval(GetScripts().publish_dict, {catalog}, {"", id, "abandon"});
+  if (!reply.ok()) return reply.status();
+  if (auto s = ReplyStatus(*reply, "abandon dict creation"); !s.ok()) return s;
+  if (reply->integer() == -1) return absl::OkStatus();
   return FinishDelete(id);
 }
 
@@ -602,22 +600,48 @@ absl::Status DictStore::DeleteGeneration(const DictSchema& schema, const LeafRec
 }
 
 absl::Status DictStore::DeleteGeneration(const DictMeta& meta, const LeafRecord& record) {
-  auto layout = GenerationExtent(meta, record);
-  if (!layout.ok()) return layout.status();
-  if (layout->block_count() == 0) return absl::OkStatus();
-  auto pipe = redis_->NewPipeline(options_.pipeline_depth * 4);
-  if (!pipe.ok()) return pipe.status();
-  // One UNLINK per key: keys of different blocks live in different slots.
-  for (int64_t b = 0; b < layout->block_count(); ++b) {
-    for (int64_t p = 0; p < layout->part_count(b); ++p) {
-      const std::string key = keys_.BlockPart(meta.id, b, record.generation, p);
-      if (auto s = (*pipe)->Send(key, {"UNLINK", key}); !s.ok()) return s;
+  // Why rows_high is read again: `meta` may predate a grow that raised it
+  // and sized this generation's blocks past it (a writer retiring the
+  // generation it replaced, with the schema it loaded at its start). The
+  // read rides in the same pipeline as the UNLINKs, and only a higher value
+  // costs a second pass.
+  DictMeta extent = meta;
+  int64_t done_rows = -1;  // rows_high the UNLINKs sent so far covered
+  for (int pass = 0; pass < 2; ++pass) {
+    auto layout = GenerationExtent(extent, record);
+    if (!layout.ok()) return layout.status();
+    auto pipe = redis_->NewPipeline(options_.pipeline_depth * 4);
+    if (!pipe.ok()) return pipe.status();
+    const std::string meta_key = keys_.Meta(meta.id);
+    if (pass == 0) {
+      if (auto s = (*pipe)->Send(meta_key, {"HGET", meta_key, kMetaRowsHigh}); !s.ok()) return s;
     }
-  }
-  while ((*pipe)->outstanding() > 0) {
-    auto reply = (*pipe)->Receive();
-    if (!reply.ok()) return reply.status();
-    if (auto s = ReplyStatus(*reply, "delete blocks"); !s.ok()) return s;
+    // One UNLINK per key: keys of different blocks live in different slots.
+    for (int64_t b = 0; b < layout->block_count(); ++b) {
+      for (int64_t p = 0; p < layout->part_count(b); ++p) {
+        if (done_rows >= 0 && b * extent.rows_per_block < done_rows &&
+            (b + 1) * extent.rows_per_block <= done_rows) {
+          continue;  // a whole block the first pass deleted
+        }
+        const std::string key = keys_.BlockPart(meta.id, b, record.generation, p);
+        if (auto s = (*pipe)->Send(key, {"UNLINK", key}); !s.ok()) return s;
+      }
+    }
+    int64_t fresh_high = 0;
+    bool first = pass == 0;
+    while ((*pipe)->outstanding() > 0) {
+      auto reply = (*pipe)->Receive();
+      if (!reply.ok()) return reply.status();
+      if (first) {
+        first = false;
+        if (reply->is_string()) (void)absl::SimpleAtoi(std::string(reply->str()), &fresh_high);
+        continue;
+      }
+      if (auto s = ReplyStatus(*reply, "delete blocks"); !s.ok()) return s;
+    }
+    if (pass == 1 || fresh_high <= extent.rows_high) break;
+    done_rows = layout->rows();
+    extent.rows_high = fresh_high;
   }
   return absl::OkStatus();
 }

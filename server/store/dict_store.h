@@ -90,7 +90,9 @@ class DictStore {
   // abandoned first.
   absl::Status PublishDict(std::string_view name, const std::string& id);
   // Deletes a dict made with publish = false that will not be published
-  // (its leaves could not be made). Idempotent.
+  // (its leaves could not be made; the sweeper found its builder gone),
+  // unless PublishDict got there first: then it changes nothing.
+  // Idempotent.
   absl::Status AbandonDict(const std::string& id);
   // Unpublished creations recorded as expiring before `now_ms` (for the
   // sweeper, which checks that no write into them is in progress).

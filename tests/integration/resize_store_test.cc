@@ -320,6 +320,26 @@ TEST_F(ResizeStoreTest, BlocksAGrowLeftBehindAreDeletedWithTheirGeneration) {
   ExpectExactlyTheLayoutsKeys("d");
 }
 
+// A writer retires the generation it replaced with the schema it loaded at
+// its start, which may predate a grow's prepare: the deletion reads
+// rows_high again and still takes every block the grow sized.
+TEST_F(ResizeStoreTest, DeletingAGenerationWithAStaleMetaStillTakesAGrowsBlocks) {
+  auto created = store_->CreateDict("d", {4}, 2, 100);
+  ASSERT_TRUE(created.ok());
+  std::mt19937 rng(10);
+  ASSERT_TRUE(Write("d", {"x"}, DType::kUInt8, {4}, RandomBytes(4, rng)).ok());
+  auto stale = store_->LoadDict("d");
+  ASSERT_TRUE(stale.ok());
+  const LeafRecord record = stale->leaves.begin()->second.record;
+  // A grow prepares (rows_high 40) and sizes a new block, then dies.
+  redis_->Command({"HSET", store_->keys().Meta(created->meta.id), "rows_high", "40"});
+  const std::string stray = store_->keys().BlockPart(created->meta.id, 17, record.generation, 0);
+  redis_->Command({"SETRANGE", stray, "1", std::string(1, '\0')});
+  ASSERT_EQ(stale->meta.rows_high, 0);
+  ASSERT_TRUE(store_->DeleteGeneration(stale->meta, record).ok());
+  EXPECT_TRUE(DataKeys().empty()) << "a block past the stale rows_high was left";
+}
+
 TEST_F(ResizeStoreTest, RacingResizesAndWritesEndConsistent) {
   ASSERT_TRUE(store_->CreateDict("d", {8}, 3, 20).ok());
   std::mt19937 rng(8);

@@ -419,6 +419,11 @@ TEST_F(StoreTest, AnUnpublishedDictIsInvisibleUntilPublishedAndSweptIfAbandoned)
   ASSERT_TRUE(store_->DeleteDict("e").ok());
   EXPECT_EQ(held(), with_y) << "the unpublished namesake left keys";
 
+  // A sweeper that listed d's creation just before d was published must
+  // leave d alone: the creation record decides.
+  ASSERT_TRUE(store_->AbandonDict(built->meta.id).ok());
+  EXPECT_EQ(held(), with_y) << "abandoning a published dict changed it";
+
   // A builder that died mid-write: kept while its write is alive...
   StoreOptions options = store_->options();
   options.pending_timeout = std::chrono::milliseconds(60000);
