@@ -27,6 +27,18 @@ enum class DType : int {
   kFloat64 = 10,
   kComplex64 = 11,
   kComplex128 = 12,
+  kUInt16 = 13,
+  kUInt32 = 14,
+  kUInt64 = 15,
+  kFloat8E4M3Fn = 16,
+  kFloat8E5M2 = 17,
+  kFloat8E4M3FnUz = 18,
+  kFloat8E5M2FnUz = 19,
+  kFloat8E8M0FnU = 20,
+  kComplex32 = 21,
+  // Two 4-bit floats packed in one byte: one element is the byte, as torch's
+  // float4_e2m1fn_x2 counts it.
+  kFloat4E2M1FnX2 = 22,
 };
 
 // True for every dtype above except kUnspecified.
@@ -36,8 +48,13 @@ bool IsKnownDType(int number);
 int64_t DTypeSize(DType dtype);
 
 // Lower-case name as used in docs, the CLI and Redis records: "float32",
-// "bfloat16", "complex64", "bool", ...
+// "bfloat16", "complex64", "bool", ... These are torch's names without the
+// "torch." prefix.
 std::string_view DTypeName(DType dtype);
+
+// Every known name, comma-separated in wire-number order: for error messages
+// that list what can be stored.
+std::string_view KnownDTypeNames();
 
 // Inverse of DTypeName; nullopt for an unknown name.
 std::optional<DType> DTypeFromName(std::string_view name);

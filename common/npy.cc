@@ -25,6 +25,7 @@ constexpr DescrInfo kDescrs[] = {
     {DType::kInt16, "<i2"},      {DType::kInt32, "<i4"},     {DType::kInt64, "<i8"},
     {DType::kFloat16, "<f2"},    {DType::kFloat32, "<f4"},   {DType::kFloat64, "<f8"},
     {DType::kComplex64, "<c8"},  {DType::kComplex128, "<c16"},
+    {DType::kUInt16, "<u2"},     {DType::kUInt32, "<u4"},    {DType::kUInt64, "<u8"},
 };
 
 absl::Status Invalid(std::string_view why) {

@@ -81,6 +81,12 @@ core::Index ReadIndexFile(const std::string& path) {
     case DType::kInt64:
       positions = Widen<int64_t>(tensor);
       break;
+    case DType::kUInt16:
+      positions = Widen<uint16_t>(tensor);
+      break;
+    case DType::kUInt32:
+      positions = Widen<uint32_t>(tensor);
+      break;
     default:
       throw CliError(path + ": an index file holds integer positions or a 1-D bool mask, not " +
                      std::string(DTypeName(tensor.dtype)));

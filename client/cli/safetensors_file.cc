@@ -27,13 +27,17 @@ constexpr DTypeSpelling kDTypes[] = {
     {DType::kBool, "BOOL"},    {DType::kUInt8, "U8"},     {DType::kInt8, "I8"},
     {DType::kInt16, "I16"},    {DType::kInt32, "I32"},    {DType::kInt64, "I64"},
     {DType::kFloat16, "F16"},  {DType::kBFloat16, "BF16"}, {DType::kFloat32, "F32"},
-    {DType::kFloat64, "F64"},
+    {DType::kFloat64, "F64"},  {DType::kUInt16, "U16"},   {DType::kUInt32, "U32"},
+    {DType::kUInt64, "U64"},
+    // safetensors' F8_E4M3 and F8_E8M0 are torch's float8_e4m3fn and
+    // float8_e8m0fnu (the format has no NaN-free "fnuz" variants).
+    {DType::kFloat8E4M3Fn, "F8_E4M3"}, {DType::kFloat8E5M2, "F8_E5M2"},
+    {DType::kFloat8E8M0FnU, "F8_E8M0"},
 };
 // Dtypes of the format that tdstore has no equivalent for: named as such in
 // the error rather than called unknown.
-constexpr const char* kUnsupportedDTypes[] = {"U16",     "U32",     "U64",     "F8_E4M3",
-                                              "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2",
-                                              "F4",      "C64",     "C128"};
+// F4 counts 4-bit elements, where torch's float4_e2m1fn_x2 counts bytes of two.
+constexpr const char* kUnsupportedDTypes[] = {"F6_E2M3", "F6_E3M2", "F4", "C64", "C128"};
 
 std::optional<DType> DTypeFromSafetensors(std::string_view name) {
   for (const DTypeSpelling& d : kDTypes) {

@@ -70,6 +70,23 @@ void FloatInRange(double value, double max, const std::string& text, DType dtype
   }
 }
 
+// uint64 values past 2^53 stay exact; negative text is refused as torch
+// refuses it.
+std::string UInt64Bytes(const std::string& text, double value, DType dtype) {
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long parsed = std::strtoull(text.c_str(), &end, 10);
+  if (!text.empty() && text[0] != '-' && *end == '\0' && errno == 0) {
+    return Bytes<uint64_t>(parsed);
+  }
+  const double truncated = std::trunc(value);
+  // 2^64 is the first double past the range.
+  if (!(truncated >= 0 && truncated < 18446744073709551616.0)) {
+    throw CliError("value '" + text + "' is out of range for " + std::string(DTypeName(dtype)));
+  }
+  return Bytes(static_cast<uint64_t>(truncated));
+}
+
 }  // namespace
 
 std::string ScalarBytes(const std::string& text, DType dtype) {
@@ -125,6 +142,26 @@ std::string ScalarBytes(const std::string& text, DType dtype) {
       return Bytes<float>(static_cast<float>(value)) + Bytes<float>(0.0f);
     case DType::kComplex128:
       return Bytes<double>(value) + Bytes<double>(0.0);
+    case DType::kUInt16:
+      return Integer<uint16_t>(value, text, dtype);
+    case DType::kUInt32:
+      return Integer<uint32_t>(value, text, dtype);
+    case DType::kUInt64:
+      return UInt64Bytes(text, value, dtype);
+    case DType::kComplex32:
+      FloatInRange(value, 65504.0, text, dtype);
+      return Bytes<uint16_t>(Float16Bits(static_cast<float>(value))) + Bytes<uint16_t>(0);
+    // Each float8 format rounds and saturates its own way; the CLI does not
+    // copy torch's conversions. Python's fill_ and the C++ client cast with
+    // torch itself.
+    case DType::kFloat8E4M3Fn:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E4M3FnUz:
+    case DType::kFloat8E5M2FnUz:
+    case DType::kFloat8E8M0FnU:
+    case DType::kFloat4E2M1FnX2:
+      throw CliError("the CLI cannot fill a " + std::string(DTypeName(dtype)) +
+                     " leaf; use fill_ in Python, which casts with torch");
     case DType::kUnspecified:
       break;
   }

@@ -22,6 +22,10 @@ constexpr Pair kPairs[] = {
     {at::ScalarType::Double, DType::kFloat64},
     {at::ScalarType::ComplexFloat, DType::kComplex64},
     {at::ScalarType::ComplexDouble, DType::kComplex128},
+    {at::ScalarType::ComplexHalf, DType::kComplex32},
+    // The libtorch this client builds against (Debian's 1.13) has no unsigned
+    // types past uint8 and no float8/float4: those leaves are refused here
+    // with the dtype's name (tensor_bytes.cc) and read through the core.
 };
 
 }  // namespace

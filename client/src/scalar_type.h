@@ -14,7 +14,7 @@
 
 namespace tdstore {
 
-// nullopt for a torch dtype tdstore cannot store (quantized, complex32, ...).
+// nullopt for a torch dtype tdstore cannot store (quantized, bits, ...).
 std::optional<DType> DTypeFromScalarType(at::ScalarType type);
 
 // nullopt for kUnspecified or a number this client does not know.

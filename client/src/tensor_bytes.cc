@@ -118,8 +118,7 @@ DType DTypeOf(at::ScalarType type, const Key& path) {
   if (!dtype) {
     throw Error(StatusCode::kInvalidArgument,
                 "leaf '" + path.str() + "' has dtype " + c10::toString(type) +
-                    ", which tdstore cannot store (bool, uint8, int8, int16, int32, "
-                    "int64, float16, bfloat16, float32, float64, complex64, complex128)");
+                    ", which tdstore cannot store (" + std::string(KnownDTypeNames()) + ")");
   }
   return *dtype;
 }

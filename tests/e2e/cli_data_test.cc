@@ -28,6 +28,7 @@
 #include "common/dtype.h"
 #include "common/shape.h"
 #include "tdstore/client.h"
+#include "tdstore/core.h"
 #include "tests/e2e/cli_testing.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/tensor_testing.h"
@@ -341,6 +342,163 @@ with np.load('out.npz') as f:
   }
 }
 
+// A leaf's dtype, shape and bytes as the torch-free core reads them: the
+// libtorch client (Debian's 1.13) has no uint16/32/64 and no float8.
+struct RawLeaf {
+  DType dtype = DType::kUnspecified;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+std::map<std::string, RawLeaf> ReadRaw(const std::string& name) {
+  class Sink : public core::ReadSink {
+   public:
+    std::map<std::string, RawLeaf> leaves;
+    void Begin(const std::vector<int64_t>&, int64_t) override { leaves.clear(); }
+    void* Leaf(const core::LeafMeta& leaf) override {
+      RawLeaf& out = leaves[leaf.path.str()];
+      out.dtype = leaf.dtype;
+      out.shape = leaf.shape;
+      out.bytes.assign(static_cast<size_t>(leaf.byte_size), '\0');
+      return out.bytes.data();
+    }
+  } sink;
+  core::Client(DaemonAddress()).open(name).read({}, sink);
+  return std::move(sink.leaves);
+}
+
+std::string HexOf(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : bytes) {
+    hex += kDigits[c >> 4];
+    hex += kDigits[c & 15];
+  }
+  return hex;
+}
+
+// The dtypes past the first twelve: .safetensors carries the unsigned ones
+// and three float8 formats, .npz the unsigned ones; both bit-exact both ways,
+// and a refusal (no file left) where a format has no such dtype.
+TEST_F(E2eCliData, NewDTypesCrossSafetensorsAndNpzBitExact) {
+  ASSERT_TRUE(HasNumpy()) << kNeedsNumpy;
+  Python(R"(
+import json, struct
+rng = np.random.default_rng(23)
+def raw(count, size):
+    return rng.integers(0, 256, count * size, dtype=np.uint8).tobytes()
+# (name, safetensors dtype, tdstore dtype, shape, bytes); batch dim 4 shared.
+u64 = np.array([[2**64 - 1, 2**63 + 1], [0, 7], [1, 2], [3, 4]], np.uint64)
+leaves = [
+    ('u16', 'U16', 'uint16', (4, 3), raw(12, 2)),
+    ('u32', 'U32', 'uint32', (4,), raw(4, 4)),
+    ('u64', 'U64', 'uint64', (4, 2), u64.tobytes()),
+    ('f8.e4m3', 'F8_E4M3', 'float8_e4m3fn', (4, 5), raw(20, 1)),
+    ('f8.e5m2', 'F8_E5M2', 'float8_e5m2', (4, 1, 2), raw(8, 1)),
+    ('f8.e8m0', 'F8_E8M0', 'float8_e8m0fnu', (4,), raw(4, 1)),
+]
+header, blobs, offset = {}, [], 0
+for name, st, _, shape, data in leaves:
+    header[name] = {'dtype': st, 'shape': list(shape), 'data_offsets': [offset, offset + len(data)]}
+    blobs.append(data)
+    offset += len(data)
+text = json.dumps(header).encode()
+with open('new.safetensors', 'wb') as f:
+    f.write(struct.pack('<Q', len(text)) + text + b''.join(blobs))
+ints = {'u16': np.uint16, 'u32': np.uint32, 'u64': np.uint64}
+np.savez('new.npz', **{n: np.frombuffer(d, ints[n]).reshape(s) for n, _, _, s, d in leaves if n in ints})
+with open('manifest.txt', 'w') as f:
+    for name, st, dtype, shape, data in leaves:
+        f.write('\t'.join([name.replace('.', '/'), dtype, ','.join(map(str, shape)), data.hex(), st]) + '\n')
+)");
+  const std::string st = UniqueDictName(), npz = UniqueDictName();
+  std::vector<CliResult> runs =
+      RunAll({{"import", st, "new.safetensors"}, {"import", npz, "new.npz"}});
+  ASSERT_EQ(runs[0].status, 0) << runs[0].err;
+  ASSERT_EQ(runs[1].status, 0) << runs[1].err;
+
+  const std::map<std::string, RawLeaf> from_st = ReadRaw(st), from_npz = ReadRaw(npz);
+  std::istringstream lines(ReadFile(File("manifest.txt")));
+  size_t count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    std::vector<std::string> f;
+    std::istringstream split(line);
+    for (std::string field; std::getline(split, field, '\t');) f.push_back(field);
+    ASSERT_EQ(f.size(), 5u) << line;
+    ASSERT_EQ(from_st.count(f[0]), 1u) << f[0];
+    const RawLeaf& leaf = from_st.at(f[0]);
+    EXPECT_EQ(DTypeName(leaf.dtype), f[1]) << f[0];
+    EXPECT_EQ(ShapeToCsv(leaf.shape), f[2]) << f[0];
+    EXPECT_EQ(HexOf(leaf.bytes), f[3]) << f[0];
+    if (f[0][0] == 'u') {
+      ASSERT_EQ(from_npz.count(f[0]), 1u) << f[0];
+      EXPECT_EQ(DTypeName(from_npz.at(f[0]).dtype), f[1]) << f[0];
+      EXPECT_EQ(HexOf(from_npz.at(f[0]).bytes), f[3]) << f[0];
+    }
+  }
+  EXPECT_EQ(count, 6u);
+  EXPECT_EQ(from_st.size(), 6u);
+  EXPECT_EQ(from_npz.size(), 3u);
+
+  // Out again: .safetensors names every dtype as the source did; .npz has
+  // no float8 and refuses the dict before it makes a file.
+  runs = RunAll({{"export", st, "out.safetensors"}, {"export", npz, "out.npz"},
+                 {"export", st, "f8.npz"}});
+  ASSERT_EQ(runs[0].status, 0) << runs[0].err;
+  ASSERT_EQ(runs[1].status, 0) << runs[1].err;
+  EXPECT_EQ(runs[2].status, 1);
+  EXPECT_TRUE(IsOneLineError(runs[2])) << runs[2].err;
+  EXPECT_NE(runs[2].err.find("float8_e"), std::string::npos) << runs[2].err;
+  EXPECT_FALSE(std::filesystem::exists(File("f8.npz")));
+  EXPECT_FALSE(std::filesystem::exists(File("f8.npz.tdstore-partial")));
+  Python(R"(
+import json, struct
+rows = [l.rstrip('\n').split('\t') for l in open('manifest.txt')]
+raw = open('out.safetensors', 'rb').read()
+n = struct.unpack('<Q', raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+header.pop('__metadata__')
+buf = raw[8 + n:]
+assert len(header) == len(rows), header
+for path, dtype, shape, data, st in rows:
+    t = header[path.replace('/', '.')]
+    assert t['dtype'] == st, (path, t)
+    assert t['shape'] == [int(x) for x in shape.split(',')], (path, t)
+    begin, end = t['data_offsets']
+    assert buf[begin:end] == bytes.fromhex(data), path
+with np.load('out.npz') as f:
+    assert sorted(f.files) == ['u16', 'u32', 'u64'], f.files
+    assert f['u64'].dtype == np.uint64 and int(f['u64'][0, 0]) == 2**64 - 1
+    for path, dtype, shape, data, st in rows:
+        if path in f.files:
+            assert f[path].dtype == np.dtype(dtype) and f[path].tobytes() == bytes.fromhex(data), path
+)");
+
+  // fill: exact past 2^53 for uint64; float8 is refused, not guessed.
+  runs = RunAll({{"fill", st, "u64", "18446744073709551614"}, {"fill", st, "f8/e4m3", "1.5"},
+                 {"fill", st, "u16", "65536"}});
+  EXPECT_EQ(runs[0].status, 0) << runs[0].err;
+  EXPECT_EQ(runs[1].status, 1);
+  EXPECT_NE(runs[1].err.find("float8_e4m3fn"), std::string::npos) << runs[1].err;
+  EXPECT_EQ(runs[2].status, 1);
+  EXPECT_NE(runs[2].err.find("out of range for uint16"), std::string::npos) << runs[2].err;
+  const std::map<std::string, RawLeaf> filled = ReadRaw(st);
+  std::string want_u64;
+  for (int i = 0; i < 8; ++i) want_u64 += std::string("\xfe\xff\xff\xff\xff\xff\xff\xff", 8);
+  EXPECT_EQ(filled.at("u64").bytes, want_u64);
+  EXPECT_EQ(filled.at("f8/e4m3").bytes, from_st.at("f8/e4m3").bytes);
+  EXPECT_EQ(filled.at("u16").bytes, from_st.at("u16").bytes);
+
+  // The libtorch client names the dtype its torch cannot hold.
+  try {
+    Client(DaemonAddress()).open(st).get(Key("u16"));
+    ADD_FAILURE() << "read a uint16 leaf into libtorch 1.13";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::kUnimplemented);
+    EXPECT_NE(std::string(e.what()).find("uint16"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(E2eCliData, CopiesADictBitExactly) {
   Client client(DaemonAddress());
   CreateOptions options;
@@ -418,8 +576,8 @@ class E2eCliDataMalformed : public E2eCliData {
     WriteBytes("unknown_dtype.safetensors",
                Safetensors(R"({"a":{"dtype":"X7","shape":[2],"data_offsets":[0,8]}})",
                            data16.substr(0, 8)));
-    WriteBytes("u16.safetensors",
-               Safetensors(R"({"a":{"dtype":"U16","shape":[4],"data_offsets":[0,8]}})",
+    WriteBytes("f6.safetensors",
+               Safetensors(R"({"a":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,8]}})",
                            data16.substr(0, 8)));
     WriteBytes("size_mismatch.safetensors",
                Safetensors(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
@@ -482,7 +640,7 @@ TEST_F(E2eCliDataMalformed, BrokenFilesAreRefusedWithAClearMessage) {
       {"gap.safetensors", "gap"},
       {"trailing.safetensors", "trailing garbage"},
       {"unknown_dtype.safetensors", "unknown dtype 'X7'"},
-      {"u16.safetensors", "U16 has no tdstore equivalent"},
+      {"f6.safetensors", "F6_E2M3 has no tdstore equivalent"},
       {"size_mismatch.safetensors", "need 12"},
       {"bad_json.safetensors", "invalid JSON"},
       {"duplicate_key.safetensors", "duplicate key"},

@@ -12,7 +12,8 @@ namespace {
 constexpr DType kNumpyDTypes[] = {
     DType::kBool,    DType::kUInt8,   DType::kInt8,      DType::kInt16,
     DType::kInt32,   DType::kInt64,   DType::kFloat16,   DType::kFloat32,
-    DType::kFloat64, DType::kComplex64, DType::kComplex128,
+    DType::kFloat64, DType::kComplex64, DType::kComplex128, DType::kUInt16,
+    DType::kUInt32,  DType::kUInt64,
 };
 
 // Builds a file prefix the way NumPy does: magic, version, little-endian
@@ -54,8 +55,15 @@ TEST(NpyTest, Descrs) {
   EXPECT_EQ(NpyDescr(DType::kFloat64), "<f8");
   EXPECT_EQ(NpyDescr(DType::kComplex64), "<c8");
   EXPECT_EQ(NpyDescr(DType::kComplex128), "<c16");
-  EXPECT_EQ(NpyDescr(DType::kBFloat16), "");
-  EXPECT_EQ(NpyDescr(DType::kUnspecified), "");
+  EXPECT_EQ(NpyDescr(DType::kUInt16), "<u2");
+  EXPECT_EQ(NpyDescr(DType::kUInt32), "<u4");
+  EXPECT_EQ(NpyDescr(DType::kUInt64), "<u8");
+  // NumPy has no bfloat16, float8, float4 or complex32.
+  for (DType none : {DType::kBFloat16, DType::kFloat8E4M3Fn, DType::kFloat8E5M2,
+                     DType::kFloat8E4M3FnUz, DType::kFloat8E5M2FnUz, DType::kFloat8E8M0FnU,
+                     DType::kComplex32, DType::kFloat4E2M1FnX2, DType::kUnspecified}) {
+    EXPECT_EQ(NpyDescr(none), "") << DTypeName(none);
+  }
 }
 
 TEST(NpyTest, FormatMatchesNumpyExactly) {

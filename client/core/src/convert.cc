@@ -15,8 +15,8 @@ Key FromProto(const v1::Path& path) {
 v1::DType ToProtoDType(DType dtype, const Key& path) {
   if (!IsKnownDType(static_cast<int>(dtype))) {
     throw Error(StatusCode::kInvalidArgument,
-                "leaf '" + path.str() + "' has no dtype tdstore can store (bool, uint8, int8, "
-                "int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)");
+                "leaf '" + path.str() + "' has no dtype tdstore can store (" +
+                    std::string(KnownDTypeNames()) + ")");
   }
   // DType numbers equal the wire's (common/dtype.h).
   return static_cast<v1::DType>(dtype);

@@ -176,11 +176,17 @@ struct DLManagedTensor {
   void (*deleter)(DLManagedTensor* self);
 };
 
+// DLPack's type codes: 0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool,
+// and 10..17 the float8 / float4 formats (dlpack.h's kDLFloat8_* and
+// kDLFloat4_e2m1fn), which torch reads back as its own float8 dtypes.
 DLDataType DLTypeOf(DType dtype) {
   const auto bits = static_cast<uint8_t>(DTypeSize(dtype) * 8);
   switch (dtype) {
     case DType::kBool: return {6, 8, 1};
-    case DType::kUInt8: return {1, bits, 1};
+    case DType::kUInt8:
+    case DType::kUInt16:
+    case DType::kUInt32:
+    case DType::kUInt64: return {1, bits, 1};
     case DType::kInt8:
     case DType::kInt16:
     case DType::kInt32:
@@ -189,8 +195,16 @@ DLDataType DLTypeOf(DType dtype) {
     case DType::kFloat16:
     case DType::kFloat32:
     case DType::kFloat64: return {2, bits, 1};
+    case DType::kComplex32:
     case DType::kComplex64:
     case DType::kComplex128: return {5, bits, 1};
+    case DType::kFloat8E4M3Fn: return {10, 8, 1};
+    case DType::kFloat8E4M3FnUz: return {11, 8, 1};
+    case DType::kFloat8E5M2: return {12, 8, 1};
+    case DType::kFloat8E5M2FnUz: return {13, 8, 1};
+    case DType::kFloat8E8M0FnU: return {14, 8, 1};
+    // Two 4-bit lanes per element, as torch exports float4_e2m1fn_x2.
+    case DType::kFloat4E2M1FnX2: return {17, 4, 2};
     case DType::kUnspecified: break;
   }
   throw Error(StatusCode::kInternal, "no DLPack type for dtype " + std::string(DTypeName(dtype)));

@@ -69,6 +69,16 @@ _DTYPE_NAMES = {
     torch.float64: "float64",
     torch.complex64: "complex64",
     torch.complex128: "complex128",
+    torch.uint16: "uint16",
+    torch.uint32: "uint32",
+    torch.uint64: "uint64",
+    torch.float8_e4m3fn: "float8_e4m3fn",
+    torch.float8_e5m2: "float8_e5m2",
+    torch.float8_e4m3fnuz: "float8_e4m3fnuz",
+    torch.float8_e5m2fnuz: "float8_e5m2fnuz",
+    torch.float8_e8m0fnu: "float8_e8m0fnu",
+    torch.complex32: "complex32",
+    torch.float4_e2m1fn_x2: "float4_e2m1fn_x2",
 }
 _DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
 
@@ -1038,6 +1048,13 @@ class TensorDictStore(TensorDictBase):
         if not targets:
             raise KeyError(f'key "{_path_str(rel)}" not found in {type(self).__name__} '
                            f'{self.name!r}')
+        if isinstance(value, int) and not -2**63 <= value < 2**63:
+            # Past int64 (a uint64 fill): torch makes such a number only at
+            # the target dtype, and refuses it for any dtype it overflows.
+            fills = [(p, d, torch.tensor([value], dtype=_DTYPES[d]).view(torch.uint8)
+                      .numpy().tobytes()) for p, (d, _) in targets.items()]
+            self._dict.fill(fills, None if terms == [("ellipsis",)] else terms)
+            return
         value = value if isinstance(value, torch.Tensor) else torch.tensor(value)
         if value.dim() > 0:
             self._write([(p, value.to(_DTYPES[d])) for p, (d, _) in targets.items()], terms)
