@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -13,6 +14,33 @@ absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.
 absl::Status Malformed(std::string_view text, std::string_view why) {
   return absl::DataLossError(
       absl::StrCat("malformed record \"", AV(text), "\": ", AV(why)));
+}
+
+std::string ToHex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    hex += kDigits[c >> 4];
+    hex += kDigits[c & 15];
+  }
+  return hex;
+}
+
+std::optional<std::string> FromHex(std::string_view hex) {
+  if (hex.size() % 2 != 0) return std::nullopt;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string bytes(hex.size() / 2, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    bytes[i] = static_cast<char>(hi * 16 + lo);
+  }
+  return bytes;
 }
 
 // A non-negative decimal integer, digits only. Records are written by us, so
@@ -96,12 +124,28 @@ absl::StatusOr<LeafRecord> DecodeLeafFields(
   absl::StatusOr<int64_t> generation = RequiredInt(fields, "gen", text);
   if (!generation.ok()) return generation.status();
   record.generation = *generation;
+
+  // Optional: absent in every tensor leaf's record.
+  if (auto kind = fields.find("kind"); kind != fields.end()) {
+    std::optional<LeafKind> parsed = LeafKindFromName(kind->second);
+    if (!parsed) return Malformed(text, absl::StrCat("unknown kind \"", AV(kind->second), "\""));
+    record.kind = *parsed;
+  }
+  if (auto value = fields.find("value"); value != fields.end()) {
+    std::optional<std::string> bytes = FromHex(value->second);
+    if (!bytes) return Malformed(text, "value is not lower-case hex");
+    record.value = *std::move(bytes);
+  }
   return record;
 }
 
 std::string LeafFields(const LeafRecord& record) {
-  return absl::StrCat("dtype=", AV(DTypeName(record.dtype)),
-                      ";shape=", ShapeToCsv(record.shape), ";gen=", record.generation);
+  std::string out = absl::StrCat("dtype=", AV(DTypeName(record.dtype)),
+                                 ";shape=", ShapeToCsv(record.shape), ";gen=", record.generation);
+  if (record.kind != LeafKind::kTensor) absl::StrAppend(&out, ";kind=", AV(LeafKindName(record.kind)));
+  // Hex keeps ';' and '=' out of the record, whatever the value's bytes.
+  if (IsOneValue(record.kind, record.shape)) absl::StrAppend(&out, ";value=", ToHex(record.value));
+  return out;
 }
 
 }  // namespace

@@ -2,6 +2,10 @@
 //
 // Leaf record (field of <ns>:{id}:leaves, keyed by encoded path):
 //   "dtype=float32;shape=100,84;gen=7"
+// and for a value leaf (common/leaf_kind.h) its kind, and for one of the
+// one-value form the value in lower-case hex:
+//   "dtype=uint8;shape=100,64;gen=8;kind=text"
+//   "dtype=uint8;shape=100,0;gen=9;kind=json;value=7b7d"
 // Pending-write record (field of <ns>:{id}:pending, keyed by generation):
 //   "expires_ms=1764480000000;dtype=float32;shape=100,84;gen=7"
 // Formats are `key=value` pairs joined by ';' so they are readable in
@@ -14,20 +18,35 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
+#include "common/leaf_kind.h"
 #include "common/shape.h"
 
 namespace tdstore {
 
 struct LeafRecord {
+  LeafRecord() = default;
+  LeafRecord(DType dtype, Shape shape, int64_t generation, LeafKind kind = LeafKind::kTensor,
+             std::string value = {})
+      : dtype(dtype),
+        shape(std::move(shape)),
+        generation(generation),
+        kind(kind),
+        value(std::move(value)) {}
+
   DType dtype = DType::kUnspecified;
   Shape shape;  // full shape, batch dims first
   int64_t generation = 0;
+  LeafKind kind = LeafKind::kTensor;
+  // The value of a one-value leaf (IsOneValue); empty for any other.
+  std::string value;
 
   bool operator==(const LeafRecord& o) const {
-    return dtype == o.dtype && shape == o.shape && generation == o.generation;
+    return dtype == o.dtype && shape == o.shape && generation == o.generation &&
+           kind == o.kind && value == o.value;
   }
 };
 

@@ -29,10 +29,11 @@ if redis.call('HEXISTS', KEYS[1], 'locked') == 1 and ARGV[2] == 'strict' then
 end
 if redis.call('HEXISTS', KEYS[1], 'locked') == 1 then
   -- A locked dict keeps its schema: only rewriting a leaf in place (same
-  -- dtype and shape, a new generation) is allowed, as tensordict allows
-  -- writes into a locked TensorDict's existing tensors.
+  -- dtype, shape and kind, a new generation, and for a one-value leaf a new
+  -- value) is allowed, as tensordict allows writes into a locked
+  -- TensorDict's existing entries.
   local function without_gen(record)
-    return (string.gsub(record, ';?gen=%d+', ''))
+    return (string.gsub(string.gsub(record, ';?gen=%d+', ''), ';value=%x*', ''))
   end
   for i = 0, n - 1 do
     local p, rec = ARGV[3 + 3 * i], ARGV[3 + 3 * i + 1]

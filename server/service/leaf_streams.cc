@@ -111,7 +111,13 @@ absl::StatusOr<WriteStream::Piece> WriteStream::OnHeader(const v1::LeafHeader& h
     return absl::InvalidArgumentError(
         StrCat("leaf '", PathToDisplay(*path), "': ", dtype.status().message()));
   }
-  header_ = {*std::move(path), *dtype, ShapeFromProto(h.shape()), h.byte_size()};
+  auto kind = FromProto(h.kind());
+  if (!kind.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("leaf '", PathToDisplay(*path), "': ", kind.status().message()));
+  }
+  header_ = {*std::move(path), *dtype, ShapeFromProto(h.shape()), h.byte_size(), *kind,
+             h.value()};
   ++leaves_;
   leaf_received_ = 0;
   return Piece::kHeader;
@@ -168,15 +174,18 @@ absl::Status ReadStream::Begin(const Shape& batch_shape, size_t leaf_count,
   return small_ ? absl::OkStatus() : SendMessage();
 }
 
-absl::Status ReadStream::Header(const LeafPath& path, DType dtype, const Shape& shape) {
+absl::Status ReadStream::Header(const LeafPath& path, const LeafRecord& record,
+                               const Shape& shape) {
   if (!small_) out_.Clear();
   v1::LeafHeader* h =
       small_ ? out_.mutable_small()->add_leaves()->mutable_header() : out_.mutable_header();
   ToProto(path, h->mutable_path());
-  h->set_dtype(static_cast<v1::DType>(dtype));
+  h->set_dtype(static_cast<v1::DType>(record.dtype));
   for (int64_t d : shape) h->add_shape(d);
-  auto bytes = ByteSize(shape, DTypeSize(dtype));
+  auto bytes = ByteSize(shape, DTypeSize(record.dtype));
   h->set_byte_size(bytes.ok() ? *bytes : 0);
+  h->set_kind(static_cast<v1::LeafKind>(record.kind));
+  h->set_value(record.value);
   return small_ ? absl::OkStatus() : SendMessage();
 }
 

@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
+#include "common/records.h"
 #include "common/path.h"
 #include "common/shape.h"
 #include "grpcpp/grpcpp.h"
@@ -54,6 +55,8 @@ class WriteStream {
     DType dtype = DType::kUnspecified;
     Shape shape;
     int64_t byte_size = 0;
+    LeafKind kind = LeafKind::kTensor;
+    std::string value;  // a one-value leaf's
   };
   enum class Piece { kHeader, kData, kEnd };
   // The next piece: a new leaf's header (header() is it), a data chunk of
@@ -112,7 +115,9 @@ class ReadStream {
   // gathered into one SmallRead that End() sends; the others go out
   // message by message.
   absl::Status Begin(const Shape& batch_shape, size_t leaf_count, int64_t total_bytes);
-  absl::Status Header(const LeafPath& path, DType dtype, const Shape& shape);
+  // The header of a leaf of `record`'s dtype, kind and value, at `shape`
+  // (the record's own, or an indexed read's).
+  absl::Status Header(const LeafPath& path, const LeafRecord& record, const Shape& shape);
   // Any number of bytes of the current leaf, sent in chunks of <= 1 MiB
   // that share `bytes.owner` until gRPC has sent them.
   absl::Status Data(store::SharedBytes bytes);

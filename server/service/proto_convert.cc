@@ -89,6 +89,16 @@ void ToProto(const store::Leaf& leaf, v1::LeafInfo* out) {
   for (int64_t d : leaf.record.shape) out->add_shape(d);
   auto bytes = ByteSize(leaf.record.shape, DTypeSize(leaf.record.dtype));
   out->set_byte_size(bytes.ok() ? *bytes : -1);
+  // LeafKind numbers equal the wire's (common/leaf_kind.h).
+  out->set_kind(static_cast<v1::LeafKind>(leaf.record.kind));
+  out->set_value(leaf.record.value);
+}
+
+absl::StatusOr<LeafKind> FromProto(v1::LeafKind kind) {
+  if (!IsKnownLeafKind(static_cast<int>(kind))) {
+    return absl::InvalidArgumentError(StrCat("unknown leaf kind ", static_cast<int>(kind)));
+  }
+  return static_cast<LeafKind>(kind);
 }
 
 void ToProto(const store::DictSchema& schema, v1::DictInfo* out) {

@@ -33,6 +33,8 @@ void ToProto(const LeafPath& path, v1::Path* out);
 
 // INVALID_ARGUMENT for a number that is not a known dtype.
 absl::StatusOr<DType> FromProto(v1::DType dtype);
+// INVALID_ARGUMENT for a kind number this daemon does not know.
+absl::StatusOr<LeafKind> FromProto(v1::LeafKind kind);
 
 // The wire index as the planner's plan::IndexSpec. INVALID_ARGUMENT for an item
 // with no kind or a step given as 0 or less is left to plan::ResolveIndex.

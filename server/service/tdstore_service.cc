@@ -154,7 +154,10 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
       if (!path.ok()) return NothingApplied(ctx, path.status());
       auto dtype = FromProto(leaf.dtype());
       if (!dtype.ok()) return NothingApplied(ctx, dtype.status());
-      spec.leaves.push_back({*std::move(path), *dtype, ShapeFromProto(leaf.element_shape())});
+      auto kind = FromProto(leaf.kind());
+      if (!kind.ok()) return NothingApplied(ctx, kind.status());
+      spec.leaves.push_back(
+          {*std::move(path), *dtype, ShapeFromProto(leaf.element_shape()), *kind});
     }
     if (req->has_copy_from()) {
       // Reading another dict: the caller must be allowed to.
@@ -411,7 +414,8 @@ absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegi
     switch (*piece) {
       case WriteStream::Piece::kHeader:
         status = run([t, h = stream.header()] {
-          return t->BeginLeaf(h.path, h.dtype, h.shape, h.byte_size);
+          return t->BeginLeaf(h.path, LeafRecord{h.dtype, h.shape, 0, h.kind, h.value},
+                              h.byte_size);
         }, 0);
         break;
       case WriteStream::Piece::kData: {
@@ -483,6 +487,11 @@ absl::Status TdStoreService::WriteIndexed(WriteStream& stream, const v1::WriteBe
     v.path = h.path;
     v.dtype = h.dtype;
     v.shape = h.shape;
+    v.kind = h.kind;
+    if (!h.value.empty()) {
+      return absl::InvalidArgumentError(StrCat("leaf '", PathToDisplay(h.path),
+                                               "': a one-value leaf is written whole, not by rows"));
+    }
   }
   *attempted = true;
   int64_t version = 0;
@@ -509,7 +518,7 @@ class TdStoreService::ReadSink final : public store::LeafSink {
     return stream_.Begin(schema.meta.batch_shape, leaves.size(), total);
   }
   absl::Status BeginLeaf(const store::Leaf& leaf) override {
-    return stream_.Header(leaf.path, leaf.record.dtype, leaf.record.shape);
+    return stream_.Header(leaf.path, leaf.record, leaf.record.shape);
   }
   absl::Status Data(store::SharedBytes bytes) override { return stream_.Data(std::move(bytes)); }
 
@@ -563,7 +572,7 @@ absl::Status TdStoreService::ReadIndexed(const v1::ReadLeavesRequest& req,
     return s;
   }
   for (store::IndexedReadResult::LeafData& leaf : result->leaves) {
-    if (auto s = stream.Header(leaf.leaf.path, leaf.leaf.record.dtype, leaf.shape); !s.ok()) {
+    if (auto s = stream.Header(leaf.leaf.path, leaf.leaf.record, leaf.shape); !s.ok()) {
       return s;
     }
     if (auto s = stream.Data(store::ShareString(std::move(leaf.bytes))); !s.ok()) return s;
@@ -683,6 +692,7 @@ grpc::Status TdStoreService::AppendRows(
       AppendedLeaf& a = leaves.emplace_back();
       a.path = path;
       a.dtype = leaf->record.dtype;
+      a.kind = leaf->record.kind;
       a.element_shape.assign(leaf->record.shape.begin() + 1, leaf->record.shape.end());
       a.row_bytes = store::RecordBytes(leaf->record) / std::max<int64_t>(1, batch_shape[0]);
     }
@@ -733,6 +743,7 @@ absl::Status TdStoreService::AppendBatch(const store::DictRef& ref,
     bytes += static_cast<int64_t>(data.size());
     values[i].path = leaves[i].path;
     values[i].dtype = leaves[i].dtype;
+    values[i].kind = leaves[i].kind;
     values[i].shape = {rows};
     values[i].shape.insert(values[i].shape.end(), leaves[i].element_shape.begin(),
                            leaves[i].element_shape.end());

@@ -146,6 +146,8 @@ class TdStoreService final
   struct AppendedLeaf {
     LeafPath path;
     DType dtype = DType::kUnspecified;
+    // A value leaf's rows are appended as whole slots.
+    LeafKind kind = LeafKind::kTensor;
     Shape element_shape;
     int64_t row_bytes = 0;
   };

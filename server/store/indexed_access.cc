@@ -101,22 +101,49 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
     Shape element;
     p.leaf = schema.Find(v.path);
     if (p.leaf != nullptr) {
+      if (p.leaf->record.kind != v.kind) {
+        return absl::InvalidArgumentError(StrCat(
+            "leaf ", Display(v.path), " holds ", LeafKindName(p.leaf->record.kind),
+            " but the value is ", LeafKindName(v.kind), ": a leaf keeps its kind"));
+      }
+      if (IsOneValue(p.leaf->record.kind, p.leaf->record.shape)) {
+        return absl::InvalidArgumentError(StrCat(
+            "leaf ", Display(v.path), " holds one ", LeafKindName(v.kind),
+            " value for the whole dict: write it whole, not by rows"));
+      }
       if (p.leaf->record.dtype != v.dtype) {
         return absl::InvalidArgumentError(StrCat(
             "leaf ", Display(v.path), " holds ", DTypeName(p.leaf->record.dtype),
             " but the value is ", DTypeName(v.dtype), " (cast it, e.g. SetIndexOptions::cast)"));
       }
       element.assign(p.leaf->record.shape.begin() + batch.size(), p.leaf->record.shape.end());
+      // A slot is a value's length and bytes: broadcasting it would forge one.
+      if (v.kind != LeafKind::kTensor && (v.shape.empty() || v.shape.back() != element.back())) {
+        return absl::InvalidArgumentError(StrCat(
+            "leaf ", Display(v.path), " has slots of ", element.back(),
+            " bytes but the value's last dim is ", v.shape.empty() ? 0 : v.shape.back()));
+      }
     } else {
       if (auto s = CheckNesting(schema, v.path); !s.ok()) return s;
       // A new leaf's element shape is what the value has past the indexed
       // batch dims (as the Python seed infers it).
       const size_t rank = resolved.result_shape.size();
-      if (v.shape.size() > rank) element.assign(v.shape.begin() + rank, v.shape.end());
+      if (v.kind != LeafKind::kTensor && !v.shape.empty()) {
+        // A value leaf's element is its slot, even when the rows broadcast
+        // (one value for every selected row: a value of shape [slot]).
+        element = {v.shape.back()};
+      } else if (v.shape.size() > rank) {
+        element.assign(v.shape.begin() + rank, v.shape.end());
+      }
       Shape full = batch;
       full.insert(full.end(), element.begin(), element.end());
-      if (auto s = CheckNewLeaf(batch, v.path, v.dtype, full); !s.ok()) return s.status();
-      p.create = ZeroLeaf{v.path, v.dtype, full};
+      const LeafRecord created{v.dtype, full, 0, v.kind};
+      if (auto s = CheckNewLeaf(batch, v.path, created); !s.ok()) return s.status();
+      if (IsOneValue(v.kind, full)) {
+        return absl::InvalidArgumentError(StrCat(
+            "leaf ", Display(v.path), ": a one-value leaf is written whole, not by rows"));
+      }
+      p.create = ZeroLeaf{v.path, v.dtype, full, v.kind};
     }
     Shape target = resolved.result_shape;
     target.insert(target.end(), element.begin(), element.end());
@@ -272,7 +299,10 @@ absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const Dict
   for (const ZeroLeaf& z : leaves) {
     auto bytes = ByteSize(z.shape, DTypeSize(z.dtype));
     if (!bytes.ok()) return bytes.status();
-    if (auto s = txn->BeginLeaf(z.path, z.dtype, z.shape, *bytes); !s.ok()) return s;
+    if (auto s = txn->BeginLeaf(z.path, LeafRecord{z.dtype, z.shape, 0, z.kind}, *bytes);
+        !s.ok()) {
+      return s;
+    }
     if (auto s = txn->ZeroFill(); !s.ok()) return s;
   }
   return txn->Commit(CommitMode::kCreateMissing);

@@ -59,6 +59,10 @@ struct IndexedWriteValue {
   DType dtype = DType::kUnspecified;
   Shape shape;        // the value's own shape (broadcast to the target)
   std::string bytes;  // C-order, exactly ByteSize(shape, dtype)
+  // Must be the leaf's. A value leaf takes rows of whole slots (the value's
+  // last dim is the leaf's slot, never broadcast); a one-value leaf takes no
+  // indexed write at all.
+  LeafKind kind = LeafKind::kTensor;
 };
 
 // td[index] = value for each value; missing leaves are created zero-filled
@@ -99,6 +103,7 @@ struct ZeroLeaf {
   LeafPath path;
   DType dtype = DType::kUnspecified;
   Shape shape;  // full shape, batch dims first
+  LeafKind kind = LeafKind::kTensor;
 };
 absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const DictSchema& schema,
                                                     const std::vector<ZeroLeaf>& leaves);

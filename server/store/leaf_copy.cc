@@ -30,7 +30,8 @@ class CopySink final : public LeafSink {
       return absl::InvalidArgumentError(
           StrCat("leaf '", PathToDisplay(leaf.path), "' needs a target path to be copied to"));
     }
-    return txn_.BeginLeaf(target, leaf.record.dtype, leaf.record.shape, RecordBytes(leaf.record));
+    // The record as it is (kind and one value included) at a new generation.
+    return txn_.BeginLeaf(target, leaf.record, RecordBytes(leaf.record));
   }
   absl::Status Data(SharedBytes bytes) override { return txn_.Append(bytes.bytes); }
 

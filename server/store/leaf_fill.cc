@@ -33,6 +33,11 @@ absl::Status CheckFills(const DictSchema& schema, const std::vector<Fill>& fills
       return absl::NotFoundError(
           StrCat("dict '", schema.meta.name, "' has no leaf ", Display(fill.path)));
     }
+    if (leaf->record.kind != LeafKind::kTensor) {
+      return absl::InvalidArgumentError(
+          StrCat("leaf ", Display(fill.path), " holds ", LeafKindName(leaf->record.kind),
+                 " values, not numbers: it cannot be filled; nothing was written"));
+    }
     if (leaf->record.dtype != fill.dtype) {
       return absl::FailedPreconditionError(
           StrCat("leaf ", Display(fill.path), " is ", DTypeName(leaf->record.dtype), ", not ",

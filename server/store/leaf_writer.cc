@@ -54,8 +54,37 @@ absl::Status WriteTxn::Fail(absl::Status status) {
   return status;
 }
 
-absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape& shape,
+absl::Status WriteTxn::CheckOneValueTotal(const LeafPath& path, const LeafRecord& leaf) const {
+  if (leaf.value.empty()) return absl::OkStatus();
+  // The dict as this write leaves it: its one values but those this write
+  // replaces, plus this write's. (Two writers at once may each pass it: the
+  // bound is then twice the limit, which the messages still fit.)
+  auto written = [&](const LeafPath& p) {
+    if (p == path) return true;
+    for (const PendingLeaf& other : leaves_) {
+      if (other.leaf.path == p) return true;
+    }
+    return false;
+  };
+  int64_t total = static_cast<int64_t>(leaf.value.size());
+  for (const auto& [_, existing] : schema_.leaves) {
+    if (!written(existing.path)) total += static_cast<int64_t>(existing.record.value.size());
+  }
+  for (const PendingLeaf& other : leaves_) {
+    total += static_cast<int64_t>(other.leaf.record.value.size());
+  }
+  if (total > kMaxOneValueBytesPerDict) {
+    return absl::InvalidArgumentError(StrCat(
+        "leaf ", Display(path), ": the dict's one values would add up to ", total,
+        " bytes, over the limit of ", kMaxOneValueBytesPerDict, " bytes per dict"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
                                  int64_t byte_size) {
+  const DType dtype = leaf.dtype;
+  const Shape& shape = leaf.shape;
   if (done_) return absl::FailedPreconditionError("write transaction already finished");
   if (!leaves_.empty()) {
     const PendingLeaf& prev = leaves_.back();
@@ -67,7 +96,7 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape&
   }
 
   // --- Validate the header against the dict before touching Redis. --------
-  auto expected = CheckNewLeaf(schema_.meta.batch_shape, path, dtype, shape);
+  auto expected = CheckNewLeaf(schema_.meta.batch_shape, path, leaf);
   if (!expected.ok()) return Fail(expected.status());
   if (byte_size != *expected) {
     return Fail(absl::InvalidArgumentError(StrCat(
@@ -78,10 +107,11 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape&
     if (auto s = CheckDisjoint(other.leaf.path, path); !s.ok()) return Fail(s);
   }
   if (auto s = CheckNesting(schema_, path); !s.ok()) return Fail(s);
+  if (auto s = CheckOneValueTotal(path, leaf); !s.ok()) return Fail(s);
   const Leaf* replaced = schema_.Find(path);
   if (schema_.meta.locked &&
       (refuse_if_locked_ || replaced == nullptr || replaced->record.dtype != dtype ||
-       replaced->record.shape != shape)) {
+       replaced->record.shape != shape || replaced->record.kind != leaf.kind)) {
     // Early, before any data moves; commit_leaves.lua decides atomically.
     return Fail(LockedError(
         schema_.meta.name,
@@ -91,7 +121,8 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, DType dtype, const Shape&
                Display(path),
                replaced != nullptr && refuse_if_locked_ ? " (set it in place instead)" : "")));
   }
-  LeafRecord record{dtype, shape, 0};
+  LeafRecord record = leaf;
+  record.generation = 0;
   auto layout = schema_.Layout(record);
   if (!layout.ok()) return Fail(layout.status());
 

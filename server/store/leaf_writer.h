@@ -84,8 +84,13 @@ class WriteTxn {
   // only new and reshaped leaves (WriteBegin.refuse_if_locked).
   void RefuseIfLocked() { refuse_if_locked_ = true; }
 
-  // Starts the next leaf. The previous one must be complete.
-  absl::Status BeginLeaf(const LeafPath& path, DType dtype, const Shape& shape, int64_t byte_size);
+  // Starts the next leaf, of `leaf`'s dtype, shape, kind and one value (its
+  // generation is ignored). The previous one must be complete.
+  absl::Status BeginLeaf(const LeafPath& path, const LeafRecord& leaf, int64_t byte_size);
+  // The same for a tensor leaf.
+  absl::Status BeginLeaf(const LeafPath& path, DType dtype, const Shape& shape, int64_t byte_size) {
+    return BeginLeaf(path, LeafRecord{dtype, shape, 0}, byte_size);
+  }
   // Appends bytes of the current leaf.
   absl::Status Append(std::string_view data);
   // Fills the whole current leaf with zero bytes without sending them: each
@@ -98,6 +103,10 @@ class WriteTxn {
   void Abort();
 
  private:
+  // INVALID_ARGUMENT if `leaf`'s one value would take the dict's past
+  // kMaxOneValueBytesPerDict (common/leaf_kind.h).
+  absl::Status CheckOneValueTotal(const LeafPath& path, const LeafRecord& leaf) const;
+
   struct PendingLeaf {
     Leaf leaf;
     BlockLayout layout;

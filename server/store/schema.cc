@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/numbers.h"
+#include "common/leaf_kind_check.h"
 #include "common/str_cat.h"
 
 namespace tdstore::store {
@@ -111,9 +112,11 @@ namespace {
 std::string Quoted(const LeafPath& path) { return StrCat("'", PathToDisplay(path), "'"); }
 }  // namespace
 
-absl::StatusOr<int64_t> CheckNewLeaf(const Shape& batch_shape, const LeafPath& path, DType dtype,
-                                     const Shape& shape) {
+absl::StatusOr<int64_t> CheckNewLeaf(const Shape& batch_shape, const LeafPath& path,
+                                     const LeafRecord& leaf) {
   if (auto s = ValidatePath(path); !s.ok()) return s;
+  const DType dtype = leaf.dtype;
+  const Shape& shape = leaf.shape;
   if (dtype == DType::kUnspecified || !IsKnownDType(static_cast<int>(dtype))) {
     return absl::InvalidArgumentError(
         StrCat("leaf ", Quoted(path), ": unknown dtype ", static_cast<int>(dtype)));
@@ -125,11 +128,19 @@ absl::StatusOr<int64_t> CheckNewLeaf(const Shape& batch_shape, const LeafPath& p
         " but the dict's batch shape is ", ShapeToString(batch_shape),
         ": a leaf's leading dims must equal the batch shape"));
   }
+  if (auto s = CheckLeafKind(leaf.kind, dtype, shape, batch_shape.size(), leaf.value); !s.ok()) {
+    return absl::InvalidArgumentError(StrCat("leaf ", Quoted(path), ": ", s.message()));
+  }
   auto bytes = ByteSize(shape, DTypeSize(dtype));
   if (!bytes.ok()) {
     return absl::InvalidArgumentError(StrCat("leaf ", Quoted(path), ": ", bytes.status().message()));
   }
   return *bytes;
+}
+
+absl::StatusOr<int64_t> CheckNewLeaf(const Shape& batch_shape, const LeafPath& path, DType dtype,
+                                     const Shape& shape) {
+  return CheckNewLeaf(batch_shape, path, LeafRecord{dtype, shape, 0});
 }
 
 absl::Status CheckDisjoint(const LeafPath& a, const LeafPath& b) {

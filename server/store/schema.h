@@ -105,9 +105,13 @@ absl::StatusOr<BlockLayout> GenerationExtent(const DictMeta& meta, const LeafRec
 // Every way a leaf comes to be (a whole-leaf write, a dict created with a
 // schema, an indexed write into a missing leaf) runs these, and only these.
 
-// A valid path, a known dtype, and a valid full shape whose leading dims are
-// `batch_shape`. Returns the leaf's byte size; INVALID_ARGUMENT naming the
-// leaf otherwise.
+// A valid path, a known dtype, a valid full shape whose leading dims are
+// `batch_shape`, and a kind (and one value) that fit them (CheckLeafKind in
+// common/leaf_kind_check.h). `leaf`'s generation is ignored. Returns the leaf's
+// byte size; INVALID_ARGUMENT naming the leaf otherwise.
+absl::StatusOr<int64_t> CheckNewLeaf(const Shape& batch_shape, const LeafPath& path,
+                                     const LeafRecord& leaf);
+// The same for a tensor leaf.
 absl::StatusOr<int64_t> CheckNewLeaf(const Shape& batch_shape, const LeafPath& path, DType dtype,
                                      const Shape& shape);
 // Two leaves of one request: INVALID_ARGUMENT if they are the same path or

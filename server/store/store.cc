@@ -28,13 +28,14 @@ absl::StatusOr<DictSchema> Store::CreateDict(const NewDict& spec) {
   for (const NewDict::Leaf& leaf : spec.leaves) {
     Shape shape = spec.batch_shape;
     shape.insert(shape.end(), leaf.element_shape.begin(), leaf.element_shape.end());
-    auto bytes = CheckNewLeaf(spec.batch_shape, leaf.path, leaf.dtype, shape);
+    const LeafRecord record{leaf.dtype, shape, 0, leaf.kind};
+    auto bytes = CheckNewLeaf(spec.batch_shape, leaf.path, record);
     if (!bytes.ok()) return bytes.status();
     for (const ZeroLeaf& other : leaves) {
       if (auto s = CheckDisjoint(other.path, leaf.path); !s.ok()) return s;
     }
     schema_bytes += *bytes;
-    leaves.push_back({leaf.path, leaf.dtype, std::move(shape)});
+    leaves.push_back({leaf.path, leaf.dtype, std::move(shape), leaf.kind});
   }
   if (leaves.empty()) {
     return dicts_->CreateDict(spec.name, spec.batch_shape, spec.rows_per_block,

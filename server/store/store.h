@@ -85,6 +85,9 @@ class Store {
       LeafPath path;
       DType dtype = DType::kUnspecified;
       Shape element_shape;
+      // A value leaf (element shape [slot], slot >= 4) starts with every
+      // row empty; a one-value leaf cannot be made this way.
+      LeafKind kind = LeafKind::kTensor;
     };
     std::vector<Leaf> leaves;
     std::optional<CopySource> copy_from;  // then batch_shape and leaves stay empty

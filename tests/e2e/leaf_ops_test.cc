@@ -277,7 +277,7 @@ TEST(E2eLeafOps, AWriteCanAskALockedDictToRefuseItEvenInPlace) {
   const at::Tensor x = at::zeros({2});
   d.set("x", x);
   d.lock();
-  const core::LeafData leaf{Key("x"), DType::kFloat32, {2}, x.data_ptr(), 8};
+  const core::LeafData leaf{Key("x"), DType::kFloat32, {2}, x.data_ptr(), 8, LeafKind::kTensor, {}};
   core::WriteOptions strict;
   strict.refuse_if_locked = true;
   Error e = ErrorOf([&] { d.core().write({leaf}, strict); });

@@ -32,7 +32,7 @@ constexpr char kNamespace[] = "watch";
 core::LeafData Floats(const Key& path, const std::vector<float>& values,
                       std::vector<int64_t> shape) {
   return {path, DType::kFloat32, std::move(shape), values.data(),
-          static_cast<int64_t>(values.size() * sizeof(float))};
+          static_cast<int64_t>(values.size() * sizeof(float)), LeafKind::kTensor, {}};
 }
 
 // True once `done` holds, polling for up to 10 s.

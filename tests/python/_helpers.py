@@ -22,3 +22,15 @@ def assert_td_equal(actual: TensorDictBase, expected: TensorDictBase):
 
 # Tokens of the tokens_addr tdstored (conftest.py): rw and ro on dicts named py-auth-*.
 TOKENS = {"rw": "py-test-token-rw-0123456789", "ro": "py-test-token-ro-0123456789"}
+
+
+# A tensorclass the tests store; importable by name in spawned children.
+from tensordict import tensorclass  # noqa: E402
+
+
+@tensorclass
+class Episode:
+    obs: torch.Tensor
+    reward: torch.Tensor
+    name: str
+    info: dict

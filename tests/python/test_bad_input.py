@@ -24,10 +24,11 @@ CASES = {
     "whole leaf of wrong batch": (lambda td: td.__setitem__("a", torch.zeros(4, 2)), RuntimeError),
     "update with one leaf of wrong batch": (
         lambda td: td.update({"a": torch.zeros(5, 2), "new": torch.zeros(3)}), RuntimeError),
-    "update with a string": (
-        lambda td: td.update({"a": torch.zeros(5, 2), "s": "text"}), TypeError),
-    "update with non-tensor data": (
-        lambda td: td.update(TensorDict({"a": torch.zeros(5, 2), "s": NonTensorData("x")}, [])),
+    "update with a value JSON cannot hold": (
+        lambda td: td.update({"a": torch.zeros(5, 2), "s": {1, 2}}), TypeError),
+    "update with an object in a NonTensorData": (
+        lambda td: td.update(TensorDict({"a": torch.zeros(5, 2), "s": NonTensorData(object())},
+                                        [])),
         TypeError),
     "unstorable dtype": (lambda td: td.__setitem__("u", torch.zeros(5, dtype=torch.uint8).view(torch.bits8)),
                          TypeError),
@@ -92,8 +93,8 @@ def test_bad_input_raises_and_changes_nothing(filled, case):
 def test_rejected_upload_creates_no_dict(client):
     names = client.list()
     with pytest.raises(TypeError):
-        TensorDictStore.from_dict({"a": torch.zeros(2), "s": "text"}, batch_size=[2],
-                                  client=client)
+        TensorDictStore.from_dict({"a": torch.zeros(2), "s": NonTensorData(object())},
+                                  batch_size=[2], client=client)
     with pytest.raises(TypeError):
         TensorDictStore.from_tensordict(
             TensorDict({"a": torch.zeros(2, dtype=torch.uint8).view(torch.bits8)}, [2]), client=client)

@@ -1,12 +1,12 @@
 """The dtypes past the first twelve (uint16/32/64, the float8 formats,
 complex32, float4_e2m1fn_x2): bit-exact through whole writes, every index
-kind, fills and another process, against torch on random bits.
+kind and fills, against torch on random bits (another process reads them in
+test_non_tensor.py).
 
 Values are random *bits* (NaNs, infinities and subnormals included), and
 every comparison is of bytes: torch has no ``equal`` for most of these
 dtypes, and NaN != NaN would hide nothing but prove nothing either."""
 
-import multiprocessing as mp
 import random
 import uuid
 
@@ -125,28 +125,6 @@ def test_uint64_keeps_values_past_two_to_the_63(addr):
         assert store["u"].numpy().tolist() == [2**64 - 1, 2**63 + 1, 0, 12345]
         store.fill_("u", 2**64 - 2)
         assert store["u"].numpy().tolist() == [2**64 - 2] * 4
-    finally:
-        store.drop()
-
-
-def _child_reads(handle, queue):
-    store = TensorDictStore.from_store(handle)
-    queue.put({_name(store[k].dtype): bits(store[k]).tolist() for k in store.keys()})
-
-
-def test_another_process_reads_every_new_dtype(addr):
-    g = torch.Generator().manual_seed(5)
-    local = TensorDict({_name(d): random_bits(g, (4, 2), d) for d in NEW_DTYPES}, [4])
-    store = TensorDictStore.from_tensordict(local, addr=addr)
-    try:
-        queue = mp.get_context("spawn").Queue()
-        child = mp.get_context("spawn").Process(target=_child_reads,
-                                                args=(store.handle, queue))
-        child.start()
-        seen = queue.get(timeout=60)
-        child.join(30)
-        assert child.exitcode == 0
-        assert seen == {_name(d): bits(local[_name(d)]).tolist() for d in NEW_DTYPES}
     finally:
         store.drop()
 

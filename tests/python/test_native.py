@@ -42,7 +42,9 @@ def test_buffer_and_dlpack_reads_agree_for_every_dtype(client, dtype):
         _, by_buffer = native.read([], index)
         _, by_dlpack = native.read([], index, dlpack=True)
         assert [leaf[:3] for leaf in by_buffer] == [leaf[:3] for leaf in by_dlpack]
-        for (path, dt, shape, buf), (_, _, _, capsule) in zip(by_buffer, by_dlpack):
+        for (path, dt, shape, buf, kind, value), (_, _, _, capsule, *_) in zip(by_buffer,
+                                                                              by_dlpack):
+            assert (kind, value) == ("tensor", b"")
             expected = values[path[0]]
             if index is not None:
                 expected = expected[4] if index[0][0] == "int" else expected[1::2]

@@ -13,6 +13,29 @@ TEST(RecordsTest, LeafRecordExactText) {
   EXPECT_EQ(EncodeLeafRecord({DType::kBool, {}, 0}), "dtype=bool;shape=;gen=0");
 }
 
+TEST(RecordsTest, ValueLeafRecordsExactText) {
+  // A tensor leaf's record is what it always was: no kind, no value.
+  EXPECT_EQ(EncodeLeafRecord({DType::kUInt8, {4, 16}, 3}), "dtype=uint8;shape=4,16;gen=3");
+  EXPECT_EQ(EncodeLeafRecord({DType::kUInt8, {4, 16}, 3, LeafKind::kText}),
+            "dtype=uint8;shape=4,16;gen=3;kind=text");
+  // One value, in hex: its ';' and '=' cannot break the record.
+  EXPECT_EQ(EncodeLeafRecord({DType::kUInt8, {4, 0}, 9, LeafKind::kJson, "{\"a=\":\";\"}"}),
+            "dtype=uint8;shape=4,0;gen=9;kind=json;value=7b22613d223a223b227d");
+  EXPECT_EQ(EncodeLeafRecord({DType::kUInt8, {0}, 1, LeafKind::kBytes, ""}),
+            "dtype=uint8;shape=0;gen=1;kind=bytes;value=");
+  const absl::StatusOr<LeafRecord> back =
+      DecodeLeafRecord("dtype=uint8;shape=4,0;gen=9;kind=json;value=7b7d");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kind, LeafKind::kJson);
+  EXPECT_EQ(back->value, "{}");
+  for (const char* bad : {"dtype=uint8;shape=4,0;gen=9;kind=pickle",
+                          "dtype=uint8;shape=4,0;gen=9;kind=json;value=7b7",
+                          "dtype=uint8;shape=4,0;gen=9;kind=json;value=7B7D",
+                          "dtype=uint8;shape=4,0;gen=9;kind=json;value=zz"}) {
+    EXPECT_EQ(DecodeLeafRecord(bad).status().code(), absl::StatusCode::kDataLoss) << bad;
+  }
+}
+
 TEST(RecordsTest, PendingRecordExactText) {
   const PendingRecord record{1764480000000, {DType::kFloat32, {100, 84}, 7}};
   EXPECT_EQ(EncodePendingRecord(record),
@@ -23,10 +46,17 @@ TEST(RecordsTest, RandomRoundTrip) {
   std::mt19937_64 rng(5);
   for (int trial = 0; trial < 3000; ++trial) {
     LeafRecord leaf;
-    leaf.dtype = static_cast<DType>(1 + rng() % 12);
+    leaf.dtype = static_cast<DType>(1 + rng() % 22);
+    if (rng() % 3 == 0) leaf.kind = static_cast<LeafKind>(1 + rng() % 3);
     leaf.shape.resize(rng() % 6);
     for (int64_t& dim : leaf.shape) dim = static_cast<int64_t>(rng() % 1000);
     leaf.generation = static_cast<int64_t>((rng() >> 1) >> (rng() % 63));
+    if (leaf.kind != LeafKind::kTensor && rng() % 2 == 0) {
+      // The one-value form: slot 0 and any bytes (';' and '=' included).
+      leaf.shape.push_back(0);
+      leaf.value.resize(rng() % 40);
+      for (char& c : leaf.value) c = static_cast<char>(rng() % 256);
+    }
     const absl::StatusOr<LeafRecord> back = DecodeLeafRecord(EncodeLeafRecord(leaf));
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(*back, leaf);

@@ -150,6 +150,7 @@ Dict Client::create(const std::string& name, const std::vector<int64_t>& batch_s
     ToProto(spec.path, leaf->mutable_path());
     leaf->set_dtype(ToProtoDType(spec.dtype, spec.path));
     leaf->mutable_element_shape()->Assign(spec.element_shape.begin(), spec.element_shape.end());
+    leaf->set_kind(static_cast<v1::LeafKind>(spec.kind));
   }
   v1::DictInfo info;
   impl_->Call(&v1::TdStore::Stub::CreateDict, request, &info, Retrier::kOnlyIfNothingApplied);

@@ -45,6 +45,13 @@ LeafMeta LeafMetaOf(const Message& leaf) {
   out.dtype = FromProtoDType(leaf.dtype(), out.path);
   out.shape = FromProto(leaf.shape());
   out.byte_size = leaf.byte_size();
+  if (!IsKnownLeafKind(leaf.kind())) {
+    throw Error(StatusCode::kUnimplemented,
+                "leaf '" + out.path.str() + "' has kind number " + std::to_string(leaf.kind()) +
+                    ", which this client does not know (is tdstored newer?)");
+  }
+  out.kind = static_cast<LeafKind>(leaf.kind());  // numbers equal the wire's
+  out.value = leaf.value();
   return out;
 }
 

@@ -281,6 +281,8 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
     header->set_dtype(dtypes[i]);
     header->mutable_shape()->Assign(leaf.shape.begin(), leaf.shape.end());
     header->set_byte_size(leaf.byte_size);
+    header->set_kind(static_cast<v1::LeafKind>(leaf.kind));
+    header->set_value(leaf.value);
   };
 
   if (total <= kMaxSmallStreamBytes) {

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/value_rows.h"
 #include "tdstore/core.h"
 
 namespace py = pybind11;
@@ -66,6 +67,12 @@ DType ToDType(const std::string& name) {
   std::optional<DType> dtype = DTypeFromName(name);
   if (!dtype) InvalidArgument("unknown dtype '" + name + "'");
   return *dtype;
+}
+
+LeafKind ToKind(const std::string& name) {
+  std::optional<LeafKind> kind = LeafKindFromName(name);
+  if (!kind) InvalidArgument("unknown leaf kind '" + name + "'");
+  return *kind;
 }
 
 py::tuple ShapeTuple(const std::vector<int64_t>& shape) { return py::cast(shape); }
@@ -284,7 +291,8 @@ class BufferSink : public core::ReadSink {
       py::object data = dlpack ? py::object(ToDLPack(leaf.buffer, leaf.meta.dtype, leaf.meta.shape))
                                : py::cast(leaf.buffer);
       leaves.append(py::make_tuple(FromKey(leaf.meta.path), DTypeName(leaf.meta.dtype),
-                                   ShapeTuple(leaf.meta.shape), std::move(data)));
+                                   ShapeTuple(leaf.meta.shape), std::move(data),
+                                   LeafKindName(leaf.meta.kind), py::bytes(leaf.meta.value)));
     }
     return py::make_tuple(ShapeTuple(batch_shape_), leaves);
   }
@@ -322,13 +330,19 @@ std::vector<core::LeafData> ToLeafData(const py::list& leaves) {
   out.reserve(leaves.size());
   for (const py::handle& item : leaves) {
     const py::tuple leaf = py::reinterpret_borrow<py::tuple>(item);
-    if (leaf.size() != 5) InvalidArgument("a leaf to write is (path, dtype, shape, data_ptr, nbytes)");
+    if (leaf.size() != 5 && leaf.size() != 7) {
+      InvalidArgument("a leaf to write is (path, dtype, shape, data_ptr, nbytes[, kind, value])");
+    }
     core::LeafData data;
     data.path = ToKey(leaf[0].cast<std::vector<std::string>>());
     data.dtype = ToDType(leaf[1].cast<std::string>());
     data.shape = leaf[2].cast<std::vector<int64_t>>();
     data.data = reinterpret_cast<const void*>(leaf[3].cast<uintptr_t>());
     data.byte_size = leaf[4].cast<int64_t>();
+    if (leaf.size() == 7) {
+      data.kind = ToKind(leaf[5].cast<std::string>());
+      data.value = leaf[6].cast<std::string>();
+    }
     out.push_back(std::move(data));
   }
   return out;
@@ -338,7 +352,8 @@ py::dict DescribeToPython(const core::DictInfo& info) {
   py::list leaves;
   for (const core::LeafMeta& leaf : info.leaves) {
     leaves.append(py::make_tuple(FromKey(leaf.path), DTypeName(leaf.dtype),
-                                 ShapeTuple(leaf.shape), leaf.byte_size));
+                                 ShapeTuple(leaf.shape), leaf.byte_size, LeafKindName(leaf.kind),
+                                 py::bytes(leaf.value)));
   }
   py::dict out;
   out["name"] = info.name;
@@ -372,6 +387,53 @@ PYBIND11_MODULE(_native, m) {
       RaiseError(e);
     }
   });
+
+  // Value leaves' slots (common/value_rows.h), to and from the caller's
+  // contiguous uint8 memory.
+  m.def(
+      "value_slot_bytes",
+      [](int64_t longest) {
+        absl::StatusOr<int64_t> slot = ValueSlotBytes(longest);
+        if (!slot.ok()) InvalidArgument(std::string(slot.status().message()));
+        return *slot;
+      },
+      py::arg("longest"), "the slot size a value leaf gets for values of `longest` bytes");
+  m.def(
+      "encode_values",
+      [](const std::vector<py::bytes>& values, int64_t slot, uintptr_t out_ptr,
+         int64_t out_bytes) {
+        if (slot < 0 || out_bytes != static_cast<int64_t>(values.size()) * slot) {
+          InvalidArgument("encode_values: " + std::to_string(values.size()) + " slots of " +
+                          std::to_string(slot) + " bytes do not fill " +
+                          std::to_string(out_bytes) + " bytes");
+        }
+        std::vector<std::string_view> views;
+        views.reserve(values.size());
+        for (const py::bytes& v : values) {
+          char* data = nullptr;
+          Py_ssize_t size = 0;
+          PyBytes_AsStringAndSize(v.ptr(), &data, &size);
+          views.emplace_back(data, static_cast<size_t>(size));
+        }
+        absl::Status s = EncodeValueRows(views, slot, reinterpret_cast<char*>(out_ptr));
+        if (!s.ok()) InvalidArgument(std::string(s.message()));
+      },
+      py::arg("values"), py::arg("slot"), py::arg("out_ptr"), py::arg("out_bytes"),
+      "writes len(values) slots of `slot` bytes into the out_bytes at out_ptr; ValueError if "
+      "one does not fit");
+  m.def(
+      "decode_values",
+      [](uintptr_t ptr, int64_t count, int64_t slot) {
+        auto values = DecodeValueRows(reinterpret_cast<const char*>(ptr), count, slot);
+        if (!values.ok()) {
+          throw Error(StatusCode::kDataLoss, std::string(values.status().message()));
+        }
+        py::list out;
+        for (std::string_view v : *values) out.append(py::bytes(v.data(), v.size()));
+        return out;
+      },
+      py::arg("ptr"), py::arg("count"), py::arg("slot"),
+      "the values of `count` slots of `slot` bytes at ptr, as bytes");
 
   m.def(
       "set_error_factory", [](py::object factory) { ErrorFactory() = std::move(factory); },
@@ -407,10 +469,14 @@ PYBIND11_MODULE(_native, m) {
             std::vector<core::LeafSpec> specs;
             for (const py::handle& item : schema) {
               const py::tuple spec = py::reinterpret_borrow<py::tuple>(item);
-              if (spec.size() != 3) InvalidArgument("a schema leaf is (path, dtype, element_shape)");
+              if (spec.size() != 3 && spec.size() != 4) {
+                InvalidArgument("a schema leaf is (path, dtype, element_shape[, kind])");
+              }
               specs.push_back({ToKey(spec[0].cast<std::vector<std::string>>()),
                                ToDType(spec[1].cast<std::string>()),
-                               spec[2].cast<std::vector<int64_t>>()});
+                               spec[2].cast<std::vector<int64_t>>(),
+                               spec.size() == 4 ? ToKind(spec[3].cast<std::string>())
+                                                : LeafKind::kTensor});
             }
             CreateOptions options;
             options.rows_per_block = rows_per_block;

@@ -27,11 +27,14 @@ class Appender:
     """Row writes into existing leaves of a TensorDictStore (see the module)."""
 
     def __init__(self, store, keys, batch_rows: int, window: int):
+        described = store._dict.describe()["leaves"]
+        # Tensor leaves only: a non-tensor's rows are not appended.
         leaves = {tuple(path): (dtype, tuple(shape))
-                  for path, dtype, shape, _ in store._dict.describe()["leaves"]}
+                  for path, dtype, shape, _, kind, _ in described if kind == "tensor"}
+        values = {tuple(path) for path, _, _, _, kind, _ in described if kind != "tensor"}
         prefix = tuple(store._prefix)
         if keys is None:
-            keys = [p for p in store._leaf_paths()]
+            keys = [p for p in store._leaf_paths() if prefix + p in leaves]
         self._keys = [_unravel_key_to_tuple(k) for k in keys]
         if not self._keys:
             raise ValueError("an appender needs at least one leaf")
@@ -39,6 +42,9 @@ class Appender:
         from ._store import _DTYPES  # the one dtype table
         self._dtypes, self._row_shapes = [], []
         for key, path in zip(self._keys, self._paths):
+            if path in values:
+                raise TypeError(f"{key!r} holds non-tensor values, which an appender does not "
+                                "write; write them with td[idx] = ...")
             if path not in leaves:
                 raise KeyError(f"no leaf {key!r} to append to; create it first (e.g. "
                                f"TensorDictStore.from_schema)")

@@ -22,12 +22,14 @@ after which the cache is refreshed and the write retried once.
 
 from __future__ import annotations
 
+import importlib
 import uuid
+import warnings
 from typing import Any, Callable, Sequence
 
 import torch
 from torch.utils.dlpack import from_dlpack as _from_dlpack
-from tensordict import TensorDict
+from tensordict import NonTensorData, NonTensorStack, TensorDict, is_tensorclass
 from tensordict._td import _TensorDictKeysView, _unravel_key_to_tuple
 from tensordict.base import (
     _default_is_leaf,
@@ -53,6 +55,8 @@ from ._errors import (
     ResourceExhaustedError,
 )
 from ._index import convert_index
+from . import _values
+from ._values import Values
 
 # ---- dtypes -------------------------------------------------------------------
 
@@ -86,6 +90,34 @@ _TO_LOCAL = "Call `to_local()` (or `to_tensordict()`) first and use the local Te
 
 _HANDLE_PREFIX = "tdstore1|"
 
+# The dict attribute that names the tensorclass a dict was made from
+# ("module:qualname"), so from_store can give an instance of it back.
+TENSORCLASS_ATTR = "tdstore.tensorclass"
+
+
+def _class_path(cls) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _resolve_tensorclass(path: str):
+    """The tensorclass "module:qualname" names, importing its module; None
+    (with a warning) if it cannot be found or is not a tensorclass."""
+    module, _, qualname = path.partition(":")
+    try:
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError) as err:
+        warnings.warn(f"the dict was made from tensorclass {path}, which cannot be imported "
+                      f"({err}); returning the TensorDictStore (pass tensorclass_cls= to wrap "
+                      "it)", stacklevel=3)
+        return None
+    if not (isinstance(obj, type) and is_tensorclass(obj)):
+        warnings.warn(f"{path} is not a tensorclass; returning the TensorDictStore",
+                      stacklevel=3)
+        return None
+    return obj
+
 
 def _as_size(batch_size) -> torch.Size:
     if batch_size is None:
@@ -97,6 +129,15 @@ def _as_size(batch_size) -> torch.Size:
 
 def _fresh_name() -> str:
     return f"td-{uuid.uuid4().hex}"
+
+
+def _leaf_from(dtype_name: str, shape, data, kind: str = "tensor", value: bytes = b""):
+    """A leaf as the native module read it: a tensor, or for a value leaf its
+    NonTensorData / NonTensorStack (_values.py)."""
+    if kind == "tensor":
+        return _from_dlpack(data)
+    slots = _from_dlpack(data) if shape[-1] else None
+    return _values.to_non_tensor(kind, tuple(shape), slots, value)
 
 
 def _tensor_from(dtype_name: str, shape, data) -> torch.Tensor:
@@ -138,11 +179,19 @@ def _cpu_contiguous(path, t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _native_leaves(items):
-    """``[(path, tensor)]`` -> (native leaf tuples, tensors to keep alive)."""
+def _native_leaves(items, batch_size=None):
+    """``[(path, tensor)]`` -> (native leaf tuples, tensors to keep alive). A
+    whole one-value leaf (NonTensorData) is stored at ``batch_size``, the
+    dict's, whatever batch its sub-dict gave it."""
     leaves = []
     keep = []
     for path, t in items:
+        if isinstance(t, Values):
+            if t.one and t.slot is None and batch_size is not None:
+                t = t.at_cells(batch_size)
+            leaves.append(_value_leaf(path, t, t.slot))
+            keep.append(leaves[-1])
+            continue
         t = _cpu_contiguous(path, t)
         keep.append(t)
         leaves.append((path, _DTYPE_NAMES[t.dtype], tuple(t.shape), t.data_ptr(),
@@ -150,25 +199,47 @@ def _native_leaves(items):
     return leaves, keep
 
 
+def _value_leaf(path, values: Values, slot: int | None = None, kind: str | None = None):
+    """The native leaf tuple of a whole value leaf (or of rows at ``slot``),
+    its slots encoded. The tuple's last item keeps the slots alive."""
+    kind = kind or values.kind
+    if values.one and slot is None:
+        (raw,) = values.encoded(kind)
+        return (path, "uint8", tuple(values.cells) + (0,), 0, 0, kind, raw)
+    encoded = [_values.encode_value(kind, v) for v in values.per_cell()]
+    slot = _values.slot_for(encoded) if slot is None else slot
+    rows = _values.encode_rows(encoded, values.cells, slot)
+    return _ValueLeaf((path, "uint8", tuple(rows.shape), rows.data_ptr(), rows.numel(), kind,
+                       b""), rows)
+
+
+class _ValueLeaf(tuple):
+    """A native leaf tuple that holds its slots' tensor alive."""
+
+    def __new__(cls, fields, rows):
+        obj = super().__new__(cls, fields)
+        obj.rows = rows
+        return obj
+
+
 def _path_str(path) -> str:
     return "/".join(path)
 
 
-def _as_tensor(path, value) -> torch.Tensor:
+def _as_tensor(path, value):
+    """A leaf's value as a tensor, or as Values for what tensordict keeps as
+    NonTensorData (text, bytes, None, and what torch cannot make a tensor of
+    but JSON can hold)."""
     if isinstance(value, torch.Tensor):
         return value
-    if isinstance(value, (str, bytes)) or value is None:
-        raise TypeError(
-            f"{_path_str(path)}: TensorDictStore stores tensors only, not "
-            f"{type(value).__name__} (non-tensor values are not supported yet)"
-        )
+    if isinstance(value, (str, bytes, bytearray)) or value is None:
+        return _values.from_non_tensor(_path_str(path), value)
     try:
         return torch.as_tensor(value)
-    except (TypeError, ValueError, RuntimeError) as err:
-        raise TypeError(
-            f"{_path_str(path)}: TensorDictStore stores tensors only, cannot store "
-            f"{type(value).__name__}"
-        ) from err
+    except (TypeError, ValueError, RuntimeError):
+        # Not a tensor: one JSON value (as tensordict makes it NonTensorData),
+        # or a TypeError that says what tdstore stores.
+        return _values.from_non_tensor(_path_str(path), value)
 
 
 def _flatten(value, path, out):
@@ -179,10 +250,7 @@ def _flatten(value, path, out):
     elif isinstance(value, TensorDictStore):
         _flatten(value.to_local(), path, out)
     elif is_non_tensor(value):
-        raise TypeError(
-            f"{_path_str(path)}: TensorDictStore cannot store non-tensor data yet "
-            f"({type(value).__name__})"
-        )
+        out.append((path, _values.from_non_tensor(_path_str(path), value)))
     elif is_tensor_collection(value):
         for key, sub in value.items():
             _flatten(sub, path + (key,), out)
@@ -200,12 +268,12 @@ def _flatten(value, path, out):
 def _nest(leaves, strip: int):
     """Native read leaves -> nested dict of tensors, paths cut by ``strip``."""
     source: dict = {}
-    for path, dtype, shape, buf in leaves:
+    for path, dtype, shape, buf, kind, value in leaves:
         rel = path[strip:]
         node = source
         for comp in rel[:-1]:
             node = node.setdefault(comp, {})
-        node[rel[-1]] = _tensor_from(dtype, shape, buf)
+        node[rel[-1]] = _leaf_from(dtype, shape, buf, kind, value)
     return source
 
 
@@ -242,6 +310,16 @@ def _selects_all(index) -> bool:
 
 
 _ALL = slice(None)
+
+
+def _unwrap(value):
+    """td["key"] of a non-tensor gives its content, as tensordict's does: the
+    value of a NonTensorData, the list of a NonTensorStack."""
+    if isinstance(value, NonTensorData):
+        return value.data
+    if isinstance(value, NonTensorStack):
+        return value.tolist()
+    return value
 
 
 def _key_of(path):
@@ -404,12 +482,27 @@ class TensorDictStore(TensorDictBase):
     @classmethod
     def from_store(cls, name_or_handle: str | None = None, *, addr: str | None = None,
                    device=None, client: Client | None = None, td_id: str | None = None,
-                   **options) -> "TensorDictStore":
+                   tensorclass_cls=None, **options) -> "TensorDictStore":
         """Open an existing dict by name, or by a ``handle`` string (which holds
         its address and id, so it never opens a namesake created after it was
         deleted). ``td_id=`` is accepted as the seed's spelling of the name.
         Costs open + describe (the batch size). KeyError if it does not exist.
+
+        A dict made from a tensorclass (``from_tensordict(tc)``) comes back as
+        an instance of that class wrapping the store, if the class can be
+        imported; ``tensorclass_cls=`` names the class to wrap it in instead,
+        and ``tensorclass_cls=False`` returns the store itself.
         """
+        store = cls._open(name_or_handle, addr, device, client, td_id, options)
+        if tensorclass_cls is False:
+            return store
+        if tensorclass_cls is None:
+            path = store.attrs.get(TENSORCLASS_ATTR)
+            tensorclass_cls = _resolve_tensorclass(path) if path else None
+        return store if tensorclass_cls is None else tensorclass_cls._from_tensordict(store)
+
+    @classmethod
+    def _open(cls, name_or_handle, addr, device, client, td_id, options) -> "TensorDictStore":
         name = name_or_handle if name_or_handle is not None else td_id
         if name is None:
             raise TypeError("from_store() needs a dict name or handle")
@@ -458,9 +551,18 @@ class TensorDictStore(TensorDictBase):
                         name: str | None = None, client: Client | None = None,
                         **options) -> "TensorDictStore":
         """A new dict holding ``td``'s leaves (nested TensorDicts become nested
-        paths): create + one write. ``device`` defaults to ``td.device``."""
+        paths): create + one write. ``device`` defaults to ``td.device``.
+
+        A tensorclass instance is stored as its fields (non-tensor fields as
+        non-tensor leaves), with its class recorded in the dict's attributes
+        (``TENSORCLASS_ATTR``); the result is an instance of the same class
+        wrapping the store, as ``from_store`` gives it back."""
         if device is NO_DEFAULT:
             device = td.device
+        if is_tensorclass(td):
+            store = cls._upload(td._tensordict, td.batch_size, device, addr, name, client,
+                                options, attrs={TENSORCLASS_ATTR: _class_path(type(td))})
+            return type(td)._from_tensordict(store)
         return cls._upload(td, td.batch_size, device, addr, name, client, options)
 
     @classmethod
@@ -484,12 +586,14 @@ class TensorDictStore(TensorDictBase):
         return cls._wrap(native_dict, client, batch_size, device)
 
     @classmethod
-    def _upload(cls, local, batch_size, device, addr, name, client, options):
+    def _upload(cls, local, batch_size, device, addr, name, client, options, attrs=None):
         items = _flatten(local, (), [])
-        leaves, keep = _native_leaves(items)  # validate before creating anything
+        leaves, keep = _native_leaves(items, batch_size)  # validate before creating anything
         out = cls(batch_size=batch_size, addr=addr, name=name, device=device,
                   client=client, **options)
         try:
+            if attrs:
+                out.attrs.update(attrs)
             if leaves:
                 out._dict.write(leaves)
         except BaseException:
@@ -691,8 +795,8 @@ class TensorDictStore(TensorDictBase):
         if wanted:
             _, read = self._dict.read([self._prefix + p for p in wanted], dlpack=True)
             n = len(self._prefix)
-            for path, dtype, shape, buf in read:
-                values[path[n:]] = self._on_device(_tensor_from(dtype, shape, buf))
+            for path, *leaf in read:
+                values[path[n:]] = self._on_device(_leaf_from(*leaf))
         for p in paths:
             yield _key_of(p), (values[p] if p in values else self._subview(self._prefix + p))
 
@@ -713,7 +817,10 @@ class TensorDictStore(TensorDictBase):
         path = _unravel_key_to_tuple(key)
         leaves = self._leaf_paths()
         if path in leaves:
-            return torch.Tensor
+            _, shape, kind, _ = self._describe_full()[self._prefix + path]
+            if kind == "tensor":
+                return torch.Tensor
+            return NonTensorData if shape[-1] == 0 else NonTensorStack
         if path in _node_paths(leaves):
             return TensorDictStore
         raise KeyError(f'key "{key}" not found in {type(self).__name__} {self.name!r}')
@@ -722,9 +829,11 @@ class TensorDictStore(TensorDictBase):
         """The shape of a leaf (or a sub-dict's batch size) without reading
         its data: one describe."""
         path = self._prefix + _unravel_key_to_tuple(key)
-        leaves = self._describe_leaves()
+        leaves = self._describe_full()
         if path in leaves:
-            return torch.Size(leaves[path][1])
+            _, shape, kind, _ = leaves[path]
+            # A non-tensor's shape is its batch size (the slots are storage).
+            return torch.Size(shape if kind == "tensor" else shape[:-1])
         n = len(path)
         if any(p[:n] == path for p in leaves):
             return self._batch_size
@@ -733,9 +842,14 @@ class TensorDictStore(TensorDictBase):
     def _describe_leaves(self):
         """Full path -> (dtype name, shape) of every leaf (one describe); refreshes
         the dtype cache."""
+        return {p: (d, shape) for p, (d, shape, _, _) in self._describe_full().items()}
+
+    def _describe_full(self):
+        """Full path -> (dtype name, shape, kind, one value) of every leaf (one
+        describe); refreshes the dtype cache."""
         leaves = {}
-        for path, dtype, shape, _ in self._dict.describe()["leaves"]:
-            leaves[tuple(path)] = (dtype, tuple(shape))
+        for path, dtype, shape, _, kind, value in self._dict.describe()["leaves"]:
+            leaves[tuple(path)] = (dtype, tuple(shape), kind, value)
             self._dtypes[tuple(path)] = dtype
         return leaves
 
@@ -761,9 +875,9 @@ class TensorDictStore(TensorDictBase):
             if self._dict.contains(path):
                 return self._subview(path)
             raise
-        _, dtype, shape, buf = leaves[0]
+        _, dtype, shape, buf, kind, value = leaves[0]
         self._dtypes[path] = dtype
-        return self._on_device(_tensor_from(dtype, shape, buf))
+        return self._on_device(_leaf_from(dtype, shape, buf, kind, value))
 
     def _get_str(self, key, default=NO_DEFAULT, **kwargs):
         return self._get_path((key,), default)
@@ -796,7 +910,7 @@ class TensorDictStore(TensorDictBase):
                 raise
             return default
         if len(leaves) == 1 and tuple(leaves[0][0]) == path:
-            out = self._on_device(_tensor_from(*leaves[0][1:]))
+            out = self._on_device(_leaf_from(*leaves[0][1:]))
         else:
             out = _to_tensordict(_nest(leaves, len(path)), batch, self._device)
         return out[conv.post] if conv.post is not None else out
@@ -805,11 +919,11 @@ class TensorDictStore(TensorDictBase):
         """``td["key"]``/``td["a", "b"]``: a leaf (one read) or a live view;
         ``td[idx]``: a local TensorDict of the selected rows (one indexed read)."""
         if isinstance(index, str):
-            return self._get_path((index,), NO_DEFAULT)
+            return _unwrap(self._get_path((index,), NO_DEFAULT))
         if isinstance(index, tuple) and index and isinstance(index[0], (str, tuple)):
             key = _unravel_key_to_tuple(index)
             if key:
-                return self._get_path(key, NO_DEFAULT)
+                return _unwrap(self._get_path(key, NO_DEFAULT))
         if _selects_all(index):
             return self  # as TensorDict: td[...], td[:] are td itself
         return self._index_read(index)
@@ -842,16 +956,27 @@ class TensorDictStore(TensorDictBase):
     # -- writes --
 
     def _write(self, items, terms=None, refuse_if_locked=False):
-        leaves, keep = _native_leaves(items)
+        leaves, keep = _native_leaves(items, None if terms is not None else self._batch_size)
         self._dict.write(leaves, terms, refuse_if_locked=refuse_if_locked)
         for (path, _), leaf in zip(items, leaves):
             self._dtypes[path] = leaf[1]
         del keep
 
     def _check_batch_dims(self, items):
+        """Every leaf starts with the batch dims. A NonTensorData (one value)
+        stands for every cell, as tensordict lets it: it takes the batch size."""
         bs = tuple(self._batch_size)
         n = len(bs)
-        for path, t in items:
+        for i, (path, t) in enumerate(items):
+            if isinstance(t, Values):
+                if t.one:
+                    items[i] = (path, t.at_cells(bs))
+                    continue
+                if tuple(t.cells) != bs:
+                    raise RuntimeError(
+                        f"batch dimension mismatch, got self.batch_size={self._batch_size} and "
+                        f"a non-tensor stack of batch size {t.cells} (at {_path_str(path)!r}).")
+                continue
             if tuple(t.shape[:n]) != bs:
                 raise RuntimeError(
                     f"batch dimension mismatch, got self.batch_size={self._batch_size} and "
@@ -874,7 +999,9 @@ class TensorDictStore(TensorDictBase):
         existing = self._describe_leaves()
         out = []
         for p, t in items:
-            if p in existing:
+            if isinstance(t, Values) and (p in existing or inplace is not True):
+                pass  # a non-tensor is written whole: nothing to cast
+            elif p in existing:
                 dtype, shape = existing[p]
                 t = t.to(_DTYPES[dtype]).expand(shape)
             elif inplace is True:
@@ -915,16 +1042,65 @@ class TensorDictStore(TensorDictBase):
         # that in tdstored.
         self._indexed_write(_flatten(value, self._prefix, []), conv.terms)
 
+    def _value_rows(self, items):
+        """Non-tensor values of an indexed write as rows of their leaves: one
+        describe, for each leaf's kind and slot size. A leaf that cannot take
+        them as they are is first rewritten whole (one more write): one value
+        becoming a value per row (NonTensorData turning NonTensorStack, as in
+        tensordict), text or bytes meeting other values (the leaf becomes
+        JSON), or a value longer than the slots (they double until it fits).
+        A row another process writes into that leaf during the rewrite can be
+        lost (docs/python.md, "Non-tensor data")."""
+        existing = self._describe_full()
+        out = []
+        for p, v in items:
+            if p not in existing:
+                out.append((p, v.as_rows(v.kind, _values.slot_for(v.encoded()))))
+                continue
+            dtype, shape, kind, one_value = existing[p]
+            if kind == "tensor":
+                raise TypeError(f"{_path_str(p)} holds a tensor: non-tensor values cannot be "
+                                "written into its rows")
+            want = _values.widest_kind(kind, v.kind)
+            slot = shape[-1]
+            if not slot and want == kind:
+                one = _values.decode_value(kind, one_value)
+                if all(x == one and type(x) is type(one) for x in v.values):
+                    continue  # rows of the one value: tensordict keeps it one value too
+            if slot and want == kind and v.fits(kind, slot):
+                out.append((p, v.as_rows(kind, slot)))
+                continue
+            # Rewrite the leaf whole: its values, re-encoded, in wider slots.
+            if slot:
+                _, read = self._dict.read([p], None, p, dlpack=True)
+                old = _values.decode_rows(kind, _from_dlpack(read[0][3]))
+            else:
+                old = [_values.decode_value(kind, one_value)] * torch.Size(shape[:-1]).numel()
+            cells = torch.Size(shape[:-1])
+            old_values = Values(want, False, old, cells)
+            longest = max((len(b) for b in old_values.encoded() + v.encoded(want)), default=0)
+            new_slot = max(slot, _native.value_slot_bytes(longest))
+            self._write([(p, old_values.as_rows(want, new_slot))])
+            out.append((p, v.as_rows(want, new_slot)))
+        return out
+
     def _indexed_write(self, items, terms, dtypes=None):
         """One indexed write, values cast to the leaves' dtypes. Without
         ``dtypes`` (fresh from describe) the cached dtypes are used; if tdstored
         refuses the write, the cache is refreshed and, if a dtype was stale, the
-        write is sent once more."""
+        write is sent once more. Non-tensor values become rows of their leaves
+        (_value_rows)."""
         cache = self._dtypes if dtypes is None else dtypes
+        if any(isinstance(t, Values) for _, t in items):
+            items = ([(p, t) for p, t in items if not isinstance(t, Values)]
+                     + self._value_rows([(p, t) for p, t in items if isinstance(t, Values)]))
 
         def cast(items):
             out = []
             for p, t in items:
+                if isinstance(t, Values):
+                    out.append((p, t))
+                    continue
                 want = cache.get(p)
                 if want is not None and _DTYPE_NAMES.get(t.dtype) != want:
                     t = t.to(_DTYPES[want])
@@ -937,7 +1113,7 @@ class TensorDictStore(TensorDictBase):
         except InvalidArgumentError:
             if dtypes is not None:
                 raise
-            sent = {p: _DTYPE_NAMES[t.dtype] for p, t in cast_items}
+            sent = {p: _DTYPE_NAMES[t.dtype] for p, t in cast_items if not isinstance(t, Values)}
             current = {p: d for p, (d, _) in self._describe_leaves().items()}
             if all(current.get(p, d) == d for p, d in sent.items()):
                 raise  # not a dtype problem: the server's message says what
@@ -993,7 +1169,8 @@ class TensorDictStore(TensorDictBase):
             # dict in tdstored.
             existing = self._describe_leaves()
             items = [(p, t.to(_DTYPES[existing[p][0]]).expand(existing[p][1]))
-                     if p in existing else (p, t) for p, t in items]
+                     if p in existing and not isinstance(t, Values) else (p, t)
+                     for p, t in items]
             self._write(items)
         else:
             self._write(items, refuse_if_locked=not ignore_lock)
@@ -1023,7 +1200,7 @@ class TensorDictStore(TensorDictBase):
                 raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
                                f'{self.name!r}')
             dtype, shape = existing[p]
-            out.append((p, t.to(_DTYPES[dtype]).expand(shape)))
+            out.append((p, t if isinstance(t, Values) else t.to(_DTYPES[dtype]).expand(shape)))
         self._write(out)
         return self
 
@@ -1043,11 +1220,18 @@ class TensorDictStore(TensorDictBase):
         write that tdstored broadcasts."""
         path = self._prefix + rel
         n = len(path)
-        existing = self._describe_leaves()
-        targets = {p: d for p, d in existing.items() if p[:n] == path}
-        if not targets:
+        existing = self._describe_full()
+        under = {p: leaf for p, leaf in existing.items() if p[:n] == path}
+        if not under:
             raise KeyError(f'key "{_path_str(rel)}" not found in {type(self).__name__} '
                            f'{self.name!r}')
+        # Non-tensors are left alone, as tensordict's fills leave them.
+        targets = {p: (d, shape) for p, (d, shape, kind, _) in under.items() if kind == "tensor"}
+        if not targets:
+            if path in under:
+                raise TypeError(f"{_path_str(rel)} holds non-tensor values: it cannot be filled "
+                                "with a number")
+            return
         if isinstance(value, int) and not -2**63 <= value < 2**63:
             # Past int64 (a uint64 fill): torch makes such a number only at
             # the target dtype, and refuses it for any dtype it overflows.
@@ -1193,7 +1377,10 @@ class TensorDictStore(TensorDictBase):
         """Write every leaf of ``local`` (a to_local() copy of this store,
         modified in place) back in one write. Not atomic against another
         writer's change made between the read and this write."""
-        self._write(_flatten(local, self._prefix, []))
+        # Non-tensors are left as they are, as tensordict's in-place ops
+        # leave them (and a rewrite could change a locked leaf's slots).
+        self._write([(p, t) for p, t in _flatten(local, self._prefix, [])
+                     if not isinstance(t, Values)])
 
     def _apply_nest(self, fn, *others, inplace=False, **kwargs):
         # apply()/named_apply()/arithmetic: computed on one local copy (one
@@ -1388,7 +1575,10 @@ class TensorDictStore(TensorDictBase):
         return self.to_local()._exclude(*keys, inplace=False)
 
     def _set_non_tensor(self, key, value):
-        raise NotImplementedError("TensorDictStore cannot store non-tensor data yet")
+        """set_non_tensor(key, value): one NonTensorData for the whole dict."""
+        self._set_path(_unravel_key_to_tuple(key),
+                       NonTensorData(value, batch_size=self._batch_size), False)
+        return self
 
     def _stack_onto_(self, list_item, dim):
         raise RuntimeError(f"Cannot stack onto a TensorDictStore. {_TO_LOCAL}")
@@ -1445,11 +1635,17 @@ class TensorDictStore(TensorDictBase):
             return f"TensorDictStore(name=?, error={err})"
         n = len(self._prefix)
         fields = []
-        for path, dtype, shape, _ in info["leaves"]:
+        for path, dtype, shape, _, kind, _ in info["leaves"]:
             path = tuple(path)
-            if path[:n] == self._prefix:
+            if path[:n] != self._prefix:
+                continue
+            if kind == "tensor":
                 fields.append(f"{_path_str(path[n:])}: Tensor(shape={list(shape)}, "
                               f"dtype={dtype})")
+            else:
+                form = "NonTensorData" if shape[-1] == 0 else "NonTensorStack"
+                fields.append(f"{_path_str(path[n:])}: {form}({kind}, "
+                              f"batch_size={list(shape[:-1])})")
         body = ",\n        ".join(fields)
         where = f"{info['name']!r}" + (f", prefix={_path_str(self._prefix)!r}" if n else "")
         return (f"TensorDictStore(\n    name={where},\n    addr={self._client.address!r},\n"

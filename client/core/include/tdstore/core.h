@@ -32,7 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "common/dtype.h"  // tdstore::DType, DTypeSize, DTypeName
+#include "common/dtype.h"      // tdstore::DType, DTypeSize, DTypeName
+#include "common/leaf_kind.h"  // tdstore::LeafKind: tensor, or text/json/bytes values
 
 namespace tdstore {
 
@@ -207,6 +208,10 @@ struct LeafMeta {
   DType dtype = DType::kUnspecified;
   std::vector<int64_t> shape;
   int64_t byte_size = 0;
+  // A value leaf (common/leaf_kind.h): uint8 slots of shape batch + [slot]
+  // (common/value_rows.h decodes them), or with slot 0 one value, `value`.
+  LeafKind kind = LeafKind::kTensor;
+  std::string value;
 };
 
 struct DictInfo {
@@ -236,6 +241,11 @@ struct LeafData {
   std::vector<int64_t> shape;
   const void* data = nullptr;
   int64_t byte_size = 0;
+  // A value leaf: dtype kUInt8, shape batch + [slot], `data` the slots
+  // (EncodeValueRows); or slot 0, no data, and the one `value` (written
+  // whole only). An indexed write must name the leaf's own kind.
+  LeafKind kind = LeafKind::kTensor;
+  std::string value;
 };
 
 // Where a read puts what it receives. The core calls it on the calling
@@ -309,6 +319,8 @@ struct LeafSpec {
   Key path;
   DType dtype;
   std::vector<int64_t> element_shape;
+  // A value leaf: dtype kUInt8, element shape [slot], every row empty.
+  LeafKind kind = LeafKind::kTensor;
 };
 
 struct ServerInfo {
