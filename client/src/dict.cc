@@ -44,12 +44,34 @@ at::Tensor Dict::get(const Key& path) {
   core::ReadOptions options;
   options.exact_leaf = &path;
   LocalDict local = ReadLocal(core_, {path}, options);
+  if (local.values.count(path) != 0) {
+    throw Error(StatusCode::kInvalidArgument, "leaf '" + path.str() + "' of dict '" + name() +
+                                                  "' holds non-tensor values: read it with "
+                                                  "get_values");
+  }
   auto it = local.leaves.find(path);
   if (it == local.leaves.end()) {
     // The server answers NOT_FOUND itself; this covers an empty answer.
     throw Error(StatusCode::kNotFound, "no leaf '" + path.str() + "' in dict '" + name() + "'");
   }
   return it->second;
+}
+
+core::Values Dict::get_values(const Key& path, const Index* index) {
+  core::ReadOptions options;
+  options.exact_leaf = &path;
+  core::Index terms;
+  if (index != nullptr) {
+    terms = ToCoreIndex(*index);
+    options.index = &terms;
+  }
+  LocalDict local = ReadLocal(core_, {path}, options);
+  auto it = local.values.find(path);
+  if (it == local.values.end()) {
+    throw Error(StatusCode::kInvalidArgument, "leaf '" + path.str() + "' of dict '" + name() +
+                                                  "' holds a tensor: read it with get");
+  }
+  return std::move(it->second);
 }
 
 LocalDict Dict::get_many(const std::vector<Key>& paths) {

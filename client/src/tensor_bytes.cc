@@ -86,9 +86,22 @@ TensorsToSend::TensorsToSend(const std::vector<std::pair<Key, at::Tensor>>& leav
 void LocalDictSink::Begin(const std::vector<int64_t>& batch_shape, int64_t /*leaf_count*/) {
   result_ = LocalDict();
   result_.batch_size = batch_shape;
+  raw_values_.clear();
+}
+
+LocalDict& LocalDictSink::result() {
+  for (auto& [meta, bytes] : raw_values_) {
+    result_.values[meta.path] = core::DecodeValues(meta, bytes.data());
+  }
+  raw_values_.clear();
+  return result_;
 }
 
 void* LocalDictSink::Leaf(const core::LeafMeta& leaf) {
+  if (leaf.kind != LeafKind::kTensor) {
+    raw_values_.emplace_back(leaf, std::string(static_cast<size_t>(leaf.byte_size), '\0'));
+    return raw_values_.back().second.data();
+  }
   const at::ScalarType type = ScalarTypeOf(leaf.dtype, leaf.path);
   at::Tensor tensor;
   try {

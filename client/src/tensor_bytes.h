@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -26,14 +27,18 @@ struct TensorsToSend {
 
 // A ReadSink that allocates each leaf as an at::Tensor of its final shape
 // and dtype, once, and collects them into a LocalDict.
+// Tensors into result().leaves; a value leaf's slots into a buffer of its
+// own, decoded into result().values by result().
 class LocalDictSink : public core::ReadSink {
  public:
   void Begin(const std::vector<int64_t>& batch_shape, int64_t leaf_count) override;
   void* Leaf(const core::LeafMeta& leaf) override;
-  LocalDict& result() { return result_; }
+  // After the read: the dict, value leaves decoded (DATA_LOSS for bad slots).
+  LocalDict& result();
 
  private:
   LocalDict result_;
+  std::vector<std::pair<core::LeafMeta, std::string>> raw_values_;
 };
 
 // The torch dtype of a wire dtype; UNIMPLEMENTED naming `path` if torch 1.13

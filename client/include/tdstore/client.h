@@ -65,6 +65,9 @@ struct DictInfo {
 struct LocalDict {
   std::vector<int64_t> batch_size;
   std::map<Key, at::Tensor> leaves;
+  // Non-tensor leaves (text, JSON, bytes; Python's NonTensorData and
+  // NonTensorStack), decoded. Their paths are not in `leaves`.
+  std::map<Key, core::Values> values;
 
   // The tensor at `path`; throws Error(NOT_FOUND) if absent.
   const at::Tensor& at(const Key& path) const;
@@ -227,6 +230,11 @@ class Dict {
   // INVALID_ARGUMENT if `path` is a nested dict (read the leaves under it
   // with get_many; get stops without downloading them).
   at::Tensor get(const Key& path);
+  // The values of the non-tensor leaf at `path` (INVALID_ARGUMENT for a
+  // tensor leaf; get() refuses a value leaf the same way), whole or, with
+  // `index`, at the indexed cells. This client reads values; it writes them
+  // through the core (core::LeafData with kind and EncodeValueRows).
+  core::Values get_values(const Key& path, const Index* index = nullptr);
   // Every leaf under each of `paths` (a leaf or a nested prefix), one call.
   // An empty list reads nothing (use to_local() for every leaf).
   LocalDict get_many(const std::vector<Key>& paths);

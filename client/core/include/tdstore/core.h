@@ -214,6 +214,23 @@ struct LeafMeta {
   std::string value;
 };
 
+// The values of a value leaf (common/leaf_kind.h), decoded: text and JSON
+// as their UTF-8 bytes, bytes as they are. `cells` is the batch shape they
+// cover (the leaf's shape without its slot dim); a one-value leaf
+// (NonTensorData) has `one` set and exactly one value, which stands for every
+// cell; otherwise there is one value per cell, C order.
+struct Values {
+  LeafKind kind = LeafKind::kText;
+  std::vector<int64_t> cells;
+  bool one = false;
+  std::vector<std::string> values;
+};
+
+// The values of a value leaf as read: `data` holds its meta.byte_size bytes
+// of slots (nothing for a one-value leaf). DATA_LOSS for a slot whose length
+// runs past its end; INVALID_ARGUMENT for a tensor leaf.
+Values DecodeValues(const LeafMeta& meta, const void* data);
+
 struct DictInfo {
   std::string name;
   std::string id;
