@@ -14,6 +14,7 @@ constexpr KindInfo kKinds[] = {
     {LeafKind::kText, "text"},
     {LeafKind::kJson, "json"},
     {LeafKind::kBytes, "bytes"},
+    {LeafKind::kRagged, "ragged"},
 };
 
 }  // namespace
@@ -41,6 +42,10 @@ std::optional<LeafKind> LeafKindFromName(std::string_view name) {
 
 bool IsOneValue(LeafKind kind, const std::vector<int64_t>& shape) {
   return kind != LeafKind::kTensor && !shape.empty() && shape.back() == 0;
+}
+
+bool KeepsValue(LeafKind kind, const std::vector<int64_t>& shape) {
+  return kind == LeafKind::kRagged || IsOneValue(kind, shape);
 }
 
 }  // namespace tdstore

@@ -36,11 +36,15 @@ enum class LeafKind : int {
   kText = 1,   // UTF-8 text
   kJson = 2,   // UTF-8 JSON text
   kBytes = 3,  // raw bytes
+  // One tensor per batch cell, each of its own shape (common/ragged_cells.h).
+  // Stored as slots like the value kinds, never in the one-value form; the
+  // record's value names the cells' dtype.
+  kRagged = 4,
 };
 
 bool IsKnownLeafKind(int number);
 
-// "tensor", "text", "json", "bytes": the record and CLI spelling.
+// "tensor", "text", "json", "bytes", "ragged": the record and CLI spelling.
 std::string_view LeafKindName(LeafKind kind);
 std::optional<LeafKind> LeafKindFromName(std::string_view name);
 
@@ -57,6 +61,10 @@ inline constexpr int64_t kMaxOneValueBytesPerDict = int64_t{1} << 20;
 
 // True for a value leaf of the one-value form (full shape ending in 0).
 bool IsOneValue(LeafKind kind, const std::vector<int64_t>& shape);
+
+// True if the leaf record keeps a value: a one-value leaf's value, or a
+// ragged leaf's dtype name.
+bool KeepsValue(LeafKind kind, const std::vector<int64_t>& shape);
 
 }  // namespace tdstore
 

@@ -1,5 +1,6 @@
 #include "common/leaf_kind_check.h"
 
+#include "common/ragged_cells.h"
 #include "common/str_cat.h"
 
 namespace tdstore {
@@ -22,6 +23,18 @@ absl::Status CheckLeafKind(LeafKind kind, DType dtype, const Shape& shape, size_
   }
   const bool one_dim = shape.size() == batch_dims + 1;
   const int64_t slot = one_dim ? shape.back() : -1;
+  if (kind == LeafKind::kRagged) {
+    // A tensor per batch cell: no one-value form, and the record names the
+    // cells' dtype (common/ragged_cells.h).
+    if (batch_dims == 0 || slot < kValueLengthBytes) {
+      return absl::InvalidArgumentError(StrCat(
+          "a ragged leaf has at least one batch dim and one slot dim of at least ",
+          kValueLengthBytes, " bytes; got shape ", ShapeToString(shape), " with ", batch_dims,
+          " batch dims"));
+    }
+    if (absl::StatusOr<DType> cells = RaggedDType(one_value); !cells.ok()) return cells.status();
+    return absl::OkStatus();
+  }
   if (slot != 0 && slot < kValueLengthBytes) {
     return absl::InvalidArgumentError(StrCat(
         "a ", name, " leaf has the batch shape and one slot dim, 0 (one value) or at least ",

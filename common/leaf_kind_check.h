@@ -20,8 +20,9 @@ namespace tdstore {
 // in a dict of `batch_dims` batch dims: a tensor leaf any dtype and shape
 // and no value; a value leaf uint8 with exactly one element dim, the slot,
 // either 0 (then `one_value` holds at most kMaxOneValueBytes) or at least
-// kValueLengthBytes (then `one_value` is empty). INVALID_ARGUMENT (naming
-// the rule) otherwise.
+// kValueLengthBytes (then `one_value` is empty); a ragged leaf has at least
+// one batch dim, a slot of at least kValueLengthBytes, and `one_value`
+// names its cells' dtype. INVALID_ARGUMENT (naming the rule) otherwise.
 absl::Status CheckLeafKind(LeafKind kind, DType dtype, const Shape& shape, size_t batch_dims,
                            std::string_view one_value);
 

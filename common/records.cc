@@ -144,7 +144,7 @@ std::string LeafFields(const LeafRecord& record) {
                                  ";shape=", ShapeToCsv(record.shape), ";gen=", record.generation);
   if (record.kind != LeafKind::kTensor) absl::StrAppend(&out, ";kind=", AV(LeafKindName(record.kind)));
   // Hex keeps ';' and '=' out of the record, whatever the value's bytes.
-  if (IsOneValue(record.kind, record.shape)) absl::StrAppend(&out, ";value=", ToHex(record.value));
+  if (KeepsValue(record.kind, record.shape)) absl::StrAppend(&out, ";value=", ToHex(record.value));
   return out;
 }
 

@@ -56,7 +56,7 @@ class WriteStream {
     Shape shape;
     int64_t byte_size = 0;
     LeafKind kind = LeafKind::kTensor;
-    std::string value;  // a one-value leaf's
+    std::string value;  // a one-value leaf's value, or a ragged leaf's cell dtype
   };
   enum class Piece { kHeader, kData, kEnd };
   // The next piece: a new leaf's header (header() is it), a data chunk of

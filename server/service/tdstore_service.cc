@@ -488,7 +488,9 @@ absl::Status TdStoreService::WriteIndexed(WriteStream& stream, const v1::WriteBe
     v.dtype = h.dtype;
     v.shape = h.shape;
     v.kind = h.kind;
-    if (!h.value.empty()) {
+    if (h.kind == LeafKind::kRagged) {
+      v.value = h.value;  // the cells' dtype, checked against the leaf's
+    } else if (!h.value.empty()) {
       return absl::InvalidArgumentError(StrCat("leaf '", PathToDisplay(h.path),
                                                "': a one-value leaf is written whole, not by rows"));
     }

@@ -111,6 +111,13 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
             "leaf ", Display(v.path), " holds one ", LeafKindName(v.kind),
             " value for the whole dict: write it whole, not by rows"));
       }
+      // Cells say which dtype they hold: a client that still believes an
+      // earlier leaf's dtype must not write cells another reader misreads.
+      if (v.kind == LeafKind::kRagged && v.value != p.leaf->record.value) {
+        return absl::InvalidArgumentError(StrCat(
+            "leaf ", Display(v.path), " holds ", p.leaf->record.value, " cells but the rows are ",
+            v.value.empty() ? "unnamed" : v.value, " (cast them to the leaf's dtype)"));
+      }
       if (p.leaf->record.dtype != v.dtype) {
         return absl::InvalidArgumentError(StrCat(
             "leaf ", Display(v.path), " holds ", DTypeName(p.leaf->record.dtype),
@@ -137,13 +144,13 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
       }
       Shape full = batch;
       full.insert(full.end(), element.begin(), element.end());
-      const LeafRecord created{v.dtype, full, 0, v.kind};
+      const LeafRecord created{v.dtype, full, 0, v.kind, v.value};
       if (auto s = CheckNewLeaf(batch, v.path, created); !s.ok()) return s.status();
       if (IsOneValue(v.kind, full)) {
         return absl::InvalidArgumentError(StrCat(
             "leaf ", Display(v.path), ": a one-value leaf is written whole, not by rows"));
       }
-      p.create = ZeroLeaf{v.path, v.dtype, full, v.kind};
+      p.create = ZeroLeaf{v.path, v.dtype, full, v.kind, v.value};
     }
     Shape target = resolved.result_shape;
     target.insert(target.end(), element.begin(), element.end());
@@ -299,7 +306,8 @@ absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const Dict
   for (const ZeroLeaf& z : leaves) {
     auto bytes = ByteSize(z.shape, DTypeSize(z.dtype));
     if (!bytes.ok()) return bytes.status();
-    if (auto s = txn->BeginLeaf(z.path, LeafRecord{z.dtype, z.shape, 0, z.kind}, *bytes);
+    if (auto s = txn->BeginLeaf(z.path, LeafRecord{z.dtype, z.shape, 0, z.kind, z.value},
+                                *bytes);
         !s.ok()) {
       return s;
     }

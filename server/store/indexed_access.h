@@ -63,6 +63,9 @@ struct IndexedWriteValue {
   // last dim is the leaf's slot, never broadcast); a one-value leaf takes no
   // indexed write at all.
   LeafKind kind = LeafKind::kTensor;
+  // A ragged leaf's cell dtype name (its record's value): must equal the
+  // leaf's, and names it when the write creates the leaf. Empty otherwise.
+  std::string value;
 };
 
 // td[index] = value for each value; missing leaves are created zero-filled
@@ -104,6 +107,7 @@ struct ZeroLeaf {
   DType dtype = DType::kUnspecified;
   Shape shape;  // full shape, batch dims first
   LeafKind kind = LeafKind::kTensor;
+  std::string value;  // a ragged leaf's cell dtype name; empty otherwise
 };
 absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const DictSchema& schema,
                                                     const std::vector<ZeroLeaf>& leaves);

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/dtype.h"
+#include "common/ragged_cells.h"
 #include "common/value_rows.h"
 #include "tdstore/core.h"
 
@@ -434,6 +436,40 @@ PYBIND11_MODULE(_native, m) {
       },
       py::arg("ptr"), py::arg("count"), py::arg("slot"),
       "the values of `count` slots of `slot` bytes at ptr, as bytes");
+
+  // Ragged leaves' cells (common/ragged_cells.h): a tensor of its own shape
+  // as the value of one slot, and back.
+  m.def(
+      "encode_ragged_cell",
+      [](const std::string& dtype_name, const std::vector<int64_t>& shape, uintptr_t ptr,
+         int64_t nbytes) {
+        absl::StatusOr<DType> dtype = RaggedDType(dtype_name);
+        if (!dtype.ok()) InvalidArgument(std::string(dtype.status().message()));
+        absl::StatusOr<std::string> cell = EncodeRaggedCell(
+            *dtype, shape,
+            std::string_view(reinterpret_cast<const char*>(ptr), static_cast<size_t>(nbytes)));
+        if (!cell.ok()) InvalidArgument(std::string(cell.status().message()));
+        return py::bytes(*cell);
+      },
+      py::arg("dtype"), py::arg("shape"), py::arg("ptr"), py::arg("nbytes"),
+      "the value (bytes) of the ragged cell holding the nbytes at ptr as a tensor of `shape`");
+  m.def(
+      "decode_ragged_cell",
+      [](const std::string& dtype_name, const py::bytes& value) {
+        absl::StatusOr<DType> dtype = RaggedDType(dtype_name);
+        if (!dtype.ok()) throw Error(StatusCode::kDataLoss, std::string(dtype.status().message()));
+        char* data = nullptr;
+        Py_ssize_t size = 0;
+        PyBytes_AsStringAndSize(value.ptr(), &data, &size);
+        absl::StatusOr<RaggedCell> cell =
+            DecodeRaggedCell(*dtype, std::string_view(data, static_cast<size_t>(size)));
+        if (!cell.ok()) throw Error(StatusCode::kDataLoss, std::string(cell.status().message()));
+        return py::make_tuple(py::tuple(py::cast(cell->shape)),
+                              py::bytes(cell->data.data(), cell->data.size()));
+      },
+      py::arg("dtype"), py::arg("value"),
+      "(shape, element bytes) of the ragged cell a slot's value holds; DataLossError for bytes "
+      "no tdstore client wrote");
 
   m.def(
       "set_error_factory", [](py::object factory) { ErrorFactory() = std::move(factory); },

@@ -29,7 +29,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 from torch.utils.dlpack import from_dlpack as _from_dlpack
-from tensordict import NonTensorData, NonTensorStack, TensorDict, is_tensorclass
+from tensordict import (LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict,
+                        is_tensorclass)
 from tensordict._td import _TensorDictKeysView, _unravel_key_to_tuple
 from tensordict.base import (
     _default_is_leaf,
@@ -55,8 +56,8 @@ from ._errors import (
     ResourceExhaustedError,
 )
 from ._index import convert_index
-from . import _values
-from ._values import Values
+from . import _ragged, _values
+from ._values import RAGGED, Values
 
 # ---- dtypes -------------------------------------------------------------------
 
@@ -209,8 +210,11 @@ def _value_leaf(path, values: Values, slot: int | None = None, kind: str | None 
     encoded = [_values.encode_value(kind, v) for v in values.per_cell()]
     slot = _values.slot_for(encoded) if slot is None else slot
     rows = _values.encode_rows(encoded, values.cells, slot)
+    # Ragged cells name their dtype: the leaf's record keeps it, and rows
+    # written into a leaf of another dtype are refused.
+    spec = values.spec.encode() if kind == RAGGED else b""
     return _ValueLeaf((path, "uint8", tuple(rows.shape), rows.data_ptr(), rows.numel(), kind,
-                       b""), rows)
+                       spec), rows)
 
 
 class _ValueLeaf(tuple):
@@ -246,11 +250,17 @@ def _flatten(value, path, out):
     """Append ``(path, tensor)`` for every leaf of ``value`` (tensor, dict,
     TensorDict, TensorDictStore) under ``path``."""
     if isinstance(value, torch.Tensor):
-        out.append((path, value))
+        if value.is_nested:  # one tensor per row, each of its own shape
+            out.append((path, _ragged.from_tensors(_path_str(path), list(value.unbind()),
+                                                   (value.size(0),))))
+        else:
+            out.append((path, value))
     elif isinstance(value, TensorDictStore):
         _flatten(value.to_local(), path, out)
     elif is_non_tensor(value):
         out.append((path, _values.from_non_tensor(_path_str(path), value)))
+    elif isinstance(value, LazyStackedTensorDict):
+        _ragged.flatten_lazy_stack(value, path, out)
     elif is_tensor_collection(value):
         for key, sub in value.items():
             _flatten(sub, path + (key,), out)
@@ -260,6 +270,11 @@ def _flatten(value, path, out):
             if not key:
                 raise TypeError(f"dict keys must be str or tuples of str, got {key!r}")
             _flatten(sub, path + key, out)
+    elif (isinstance(value, (list, tuple)) and value
+          and all(isinstance(v, torch.Tensor) for v in value)
+          and len({tuple(v.shape) for v in value}) > 1):
+        # A list of tensors of different shapes: one per row.
+        out.append((path, _ragged.from_tensors(_path_str(path), list(value), (len(value),))))
     else:
         out.append((path, _as_tensor(path, value)))
     return out
@@ -279,7 +294,11 @@ def _nest(leaves, strip: int):
 
 def _to_tensordict(source: dict, batch_size, device) -> TensorDict:
     """Nested dict of CPU tensors -> TensorDict on ``device`` (no checks: the
-    server guarantees every leaf starts with the batch dims)."""
+    server guarantees every leaf starts with the batch dims). With a ragged
+    leaf among them, a LazyStackedTensorDict (_ragged.py; with no batch dims,
+    the TensorDict of the one cell)."""
+    if _ragged.has_ragged(source):
+        return _ragged.lazy_tensordict(source, batch_size, device)
     for key, value in source.items():
         if isinstance(value, dict):
             source[key] = _to_tensordict(value, batch_size, device)
@@ -464,6 +483,9 @@ class TensorDictStore(TensorDictBase):
         self._read_paths = [self._prefix] if self._prefix else []
         # Full path -> dtype name: only to cast indexed-write values (see module doc).
         self._dtypes = dtypes if dtypes is not None else {}
+        # Full paths of the ragged leaves this object wrote or was refused by:
+        # a hint to send tensors as cells at once (a refusal corrects it).
+        self._ragged_paths = set()
         self._td_dim_names = None
 
     @classmethod
@@ -877,7 +899,16 @@ class TensorDictStore(TensorDictBase):
             raise
         _, dtype, shape, buf, kind, value = leaves[0]
         self._dtypes[path] = dtype
-        return self._on_device(_leaf_from(dtype, shape, buf, kind, value))
+        return self._on_device_leaf(_leaf_from(dtype, shape, buf, kind, value))
+
+    def _on_device_leaf(self, leaf):
+        """A leaf as read, on this store's device; a ragged leaf's cells as
+        ``td["key"]`` gives them (_ragged.RaggedCells.public)."""
+        if isinstance(leaf, _ragged.RaggedCells):
+            if self._device is not None:
+                leaf = leaf.to(self._device)
+            return leaf.public()
+        return self._on_device(leaf)
 
     def _get_str(self, key, default=NO_DEFAULT, **kwargs):
         return self._get_path((key,), default)
@@ -910,7 +941,7 @@ class TensorDictStore(TensorDictBase):
                 raise
             return default
         if len(leaves) == 1 and tuple(leaves[0][0]) == path:
-            out = self._on_device(_leaf_from(*leaves[0][1:]))
+            out = self._on_device_leaf(_leaf_from(*leaves[0][1:]))
         else:
             out = _to_tensordict(_nest(leaves, len(path)), batch, self._device)
         return out[conv.post] if conv.post is not None else out
@@ -960,6 +991,8 @@ class TensorDictStore(TensorDictBase):
         self._dict.write(leaves, terms, refuse_if_locked=refuse_if_locked)
         for (path, _), leaf in zip(items, leaves):
             self._dtypes[path] = leaf[1]
+            if len(leaf) == 7 and leaf[5] == RAGGED:
+                self._ragged_paths.add(path)
         del keep
 
     def _check_batch_dims(self, items):
@@ -1040,7 +1073,7 @@ class TensorDictStore(TensorDictBase):
             return
         # A new key would be created zero-filled first: a locked dict refuses
         # that in tdstored.
-        self._indexed_write(_flatten(value, self._prefix, []), conv.terms)
+        self._indexed_write(_flatten(value, self._prefix, []), conv.terms, index=index)
 
     def _value_rows(self, items):
         """Non-tensor values of an indexed write as rows of their leaves: one
@@ -1062,6 +1095,9 @@ class TensorDictStore(TensorDictBase):
                 raise TypeError(f"{_path_str(p)} holds a tensor: non-tensor values cannot be "
                                 "written into its rows")
             want = _values.widest_kind(kind, v.kind)
+            spec = one_value.decode() if kind == RAGGED else ""
+            if kind == RAGGED and v.spec != spec:
+                v = _ragged.from_tensors(_path_str(p), v.values, v.cells, _DTYPES[spec])
             slot = shape[-1]
             if not slot and want == kind:
                 one = _values.decode_value(kind, one_value)
@@ -1073,23 +1109,29 @@ class TensorDictStore(TensorDictBase):
             # Rewrite the leaf whole: its values, re-encoded, in wider slots.
             if slot:
                 _, read = self._dict.read([p], None, p, dlpack=True)
-                old = _values.decode_rows(kind, _from_dlpack(read[0][3]))
+                old = _values.decode_rows(kind, _from_dlpack(read[0][3]), spec)
             else:
                 old = [_values.decode_value(kind, one_value)] * torch.Size(shape[:-1]).numel()
             cells = torch.Size(shape[:-1])
-            old_values = Values(want, False, old, cells)
+            old_values = Values(want, False, old, cells, spec=spec)
             longest = max((len(b) for b in old_values.encoded() + v.encoded(want)), default=0)
             new_slot = max(slot, _native.value_slot_bytes(longest))
             self._write([(p, old_values.as_rows(want, new_slot))])
             out.append((p, v.as_rows(want, new_slot)))
         return out
 
-    def _indexed_write(self, items, terms, dtypes=None):
+    def _indexed_write(self, items, terms, dtypes=None, index=None):
         """One indexed write, values cast to the leaves' dtypes. Without
         ``dtypes`` (fresh from describe) the cached dtypes are used; if tdstored
         refuses the write, the cache is refreshed and, if a dtype was stale, the
         write is sent once more. Non-tensor values become rows of their leaves
-        (_value_rows)."""
+        (_value_rows). A tensor written into a ragged leaf's rows is refused by
+        tdstored (kinds differ) and then sent again as cells of ``index``'s
+        rows."""
+        if index is not None:
+            ragged = self._ragged_items(items, index)
+            if ragged is not None:
+                items = ragged
         cache = self._dtypes if dtypes is None else dtypes
         if any(isinstance(t, Values) for _, t in items):
             items = ([(p, t) for p, t in items if not isinstance(t, Values)]
@@ -1111,6 +1153,8 @@ class TensorDictStore(TensorDictBase):
         try:
             self._write(cast_items, terms)
         except InvalidArgumentError:
+            if index is not None and self._ragged_items(items, index, fresh=True) is not None:
+                return self._indexed_write(self._ragged_items(items, index), terms, dtypes)
             if dtypes is not None:
                 raise
             sent = {p: _DTYPE_NAMES[t.dtype] for p, t in cast_items if not isinstance(t, Values)}
@@ -1119,6 +1163,28 @@ class TensorDictStore(TensorDictBase):
                 raise  # not a dtype problem: the server's message says what
             cache = current
             self._write(cast(items), terms)
+
+    def _ragged_items(self, items, index, fresh: bool = False):
+        """``items`` with each tensor aimed at a ragged leaf turned into that
+        leaf's cells, one per row ``index`` selects; None if no tensor is. The
+        ragged leaves are those known (``fresh``: asked of tdstored)."""
+        if fresh:
+            self._ragged_paths = {p for p, (_, _, kind, _) in self._describe_full().items()
+                                  if kind == RAGGED}
+        known = self._ragged_paths
+        if not any(p in known and isinstance(t, torch.Tensor) for p, t in items):
+            return None
+        # The shape of the selected cells, as torch indexes the batch dims.
+        cells = torch.zeros(tuple(self._batch_size), dtype=torch.bool)[index].shape
+        out = []
+        for p, t in items:
+            if p in known and isinstance(t, torch.Tensor):
+                n = len(cells)
+                t = t.expand(tuple(cells) + tuple(t.shape[n:])) if t.shape[:n] != cells else t
+                flat = t.reshape((cells.numel(),) + tuple(t.shape[n:]))
+                t = _ragged.from_tensors(_path_str(p), list(flat.unbind(0)), cells)
+            out.append((p, t))
+        return out
 
     def _set_at_path(self, rel, value, idx):
         """set_at_: one describe (the entries must exist; their dtypes) + one
@@ -1135,7 +1201,7 @@ class TensorDictStore(TensorDictBase):
                 raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
                                f'{self.name!r}')
         conv = convert_index(idx, self._batch_size)
-        self._indexed_write(items, conv.terms, {p: d for p, (d, _) in existing.items()})
+        self._indexed_write(items, conv.terms, {p: d for p, (d, _) in existing.items()}, idx)
         return self
 
     def _set_at_str(self, key, value, idx, *, validated, non_blocking=False):

@@ -18,6 +18,10 @@ Two forms, chosen as tensordict chooses them:
 
 Slots are sized by the native module's rule (``value_slot_bytes``): the next
 power of two that holds the longest value and its 4-byte length.
+
+A ragged leaf (kind ``ragged``, _ragged.py) is stored the same way: its
+values are tensors, one per cell, each of its own shape, and ``spec`` names
+their dtype.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from tensordict import NonTensorData, NonTensorStack, TensorDict
 from . import _native
 
 KINDS = ("text", "json", "bytes")
+RAGGED = "ragged"
 _LENGTH_BYTES = 4
 
 
@@ -41,9 +46,10 @@ class Values:
     per cell in C order (a stack), or exactly one (``one``: NonTensorData,
     which stands for every cell)."""
 
-    __slots__ = ("kind", "one", "values", "cells", "slot")
+    __slots__ = ("kind", "one", "values", "cells", "slot", "spec")
 
-    def __init__(self, kind: str, one: bool, values: list, cells, slot: int | None = None):
+    def __init__(self, kind: str, one: bool, values: list, cells, slot: int | None = None,
+                 spec: str = ""):
         self.kind = kind
         self.one = one
         self.values = values
@@ -51,11 +57,14 @@ class Values:
         # Set for rows written into an existing leaf: its slot size (and
         # `kind` its kind). None: a whole leaf, sized by its values.
         self.slot = slot
+        # A ragged leaf's cell dtype name (every value a tensor of it); ""
+        # for the other kinds.
+        self.spec = spec
 
     def as_rows(self, kind: str, slot: int) -> "Values":
         """These values as rows of a leaf of ``kind`` with slots of ``slot``
         bytes."""
-        return Values(kind, self.one, self.values, self.cells, slot)
+        return Values(kind, self.one, self.values, self.cells, slot, self.spec)
 
     def fits(self, kind: str, slot: int) -> bool:
         return all(len(v) <= slot - _LENGTH_BYTES for v in self.encoded(kind))
@@ -75,11 +84,11 @@ class Values:
         if self.cells == cells:
             return self
         if self.one:
-            return Values(self.kind, True, self.values, cells, self.slot)
+            return Values(self.kind, True, self.values, cells, self.slot, self.spec)
         # A stack broadcasts as a tensor of its cells would.
         ids = torch.arange(max(self.cells.numel(), 1)).reshape(self.cells).expand(cells)
         return Values(self.kind, False, [self.values[i] for i in ids.reshape(-1).tolist()], cells,
-                      self.slot)
+                      self.slot, self.spec)
 
     def per_cell(self) -> list:
         """One value per cell, C order."""
@@ -97,6 +106,9 @@ def _kind_of(items) -> str:
 
 
 def encode_value(kind: str, value) -> bytes:
+    if kind == RAGGED:
+        from ._ragged import encode_cell
+        return encode_cell(value)
     if kind == "text":
         return value.encode("utf-8")
     if kind == "bytes":
@@ -104,7 +116,10 @@ def encode_value(kind: str, value) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode("utf-8")
 
 
-def decode_value(kind: str, raw: bytes):
+def decode_value(kind: str, raw: bytes, spec: str = ""):
+    if kind == RAGGED:
+        from ._ragged import decode_cell
+        return decode_cell(spec, raw)
     if kind == "text":
         return raw.decode("utf-8")
     if kind == "bytes":
@@ -118,6 +133,9 @@ def widest_kind(a: str, b: str) -> str:
     and bytes mix with nothing (JSON has no bytes)."""
     if a == b:
         return a
+    if RAGGED in (a, b):
+        raise TypeError(f"tensors of their own shapes cannot join a {a if b == RAGGED else b} "
+                        "leaf (or the reverse): a ragged leaf holds tensors only")
     if "bytes" in (a, b):
         raise TypeError(f"bytes values cannot join a {a if b == 'bytes' else b} leaf (or the "
                         "reverse): a leaf holds text, bytes or JSON values")
@@ -184,12 +202,12 @@ def encode_rows(encoded: list[bytes], cells, slot: int) -> torch.Tensor:
     return out
 
 
-def decode_rows(kind: str, slots: torch.Tensor) -> list:
+def decode_rows(kind: str, slots: torch.Tensor, spec: str = "") -> list:
     """The values of a uint8 ``[..., slot]`` tensor of slots, C order."""
     slots = slots.contiguous()
     count = math.prod(slots.shape[:-1])
     raw = _native.decode_values(slots.data_ptr(), count, slots.shape[-1]) if count else []
-    return [decode_value(kind, r) for r in raw]
+    return [decode_value(kind, r, spec) for r in raw]
 
 
 _SCALAR = torch.Size(())
@@ -247,6 +265,10 @@ def to_non_tensor(kind: str, shape, data, one_value: bytes):
     is its shape (cells + [slot]); ``data`` its slots (a tensor) or, for the
     one-value form (slot 0), ignored."""
     cells = torch.Size(shape[:-1])
+    if kind == RAGGED:
+        from ._ragged import RaggedCells
+        return RaggedCells(decode_rows(kind, data, one_value.decode()), cells,
+                           one_value.decode())
     if shape[-1] == 0:
         return NonTensorData(decode_value(kind, one_value), batch_size=cells)
     values = decode_rows(kind, data)

@@ -1,0 +1,215 @@
+"""Ragged leaves: one tensor per batch cell, each of its own shape.
+
+tensordict keeps such data in a ``LazyStackedTensorDict`` (``lazy_stack`` of
+TensorDicts whose entries differ in shape). tdstore stores each key whose
+shapes differ as a *ragged leaf*: a value leaf (_values.py) whose values are
+tensors, encoded by the native module as cells (common/ragged_cells.h), one
+dtype per leaf, named in the leaf record. Keys whose shapes agree stay
+ordinary tensor leaves. So a cell is read and written in the same block call
+as the tensor rows of its batch cell, by every index kind.
+
+What a read gives back:
+
+* ``td["key"]`` of a ragged leaf: a nested tensor (``torch.nested``,
+  strided layout) when every cell has the same number of dims, else a list
+  of tensors;
+* ``td[idx]``, ``to_local()``: a ``LazyStackedTensorDict`` stacked along
+  dim 0 whenever a ragged leaf is among the leaves read, each element a
+  TensorDict with that row's tensors (an int index gives the row's
+  TensorDict itself).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack
+from tensordict.base import is_tensor_collection
+from tensordict.utils import is_non_tensor
+
+from . import _native
+from ._values import RAGGED, Values
+
+
+class RaggedCells:
+    """The cells of a ragged leaf as read: ``tensors`` in C order over
+    ``cells`` (a batch shape), all of dtype ``spec``."""
+
+    __slots__ = ("tensors", "cells", "spec")
+
+    def __init__(self, tensors: list, cells, spec: str):
+        self.tensors = tensors
+        self.cells = torch.Size(cells)
+        self.spec = spec
+
+    def to(self, device) -> "RaggedCells":
+        return RaggedCells([t.to(device) for t in self.tensors], self.cells, self.spec)
+
+    def row(self, i: int) -> "RaggedCells":
+        """The cells of row ``i`` of dim 0."""
+        step = math.prod(self.cells[1:])
+        return RaggedCells(self.tensors[i * step:(i + 1) * step], self.cells[1:], self.spec)
+
+    def public(self):
+        """What ``td["key"]`` gives: one tensor for a single cell; a nested
+        tensor when torch can make one (same number of dims in every cell,
+        one batch dim), else a list (nested lists for more batch dims)."""
+        if not self.cells:
+            return self.tensors[0]
+        if len(self.cells) == 1:
+            ndims = {t.dim() for t in self.tensors}
+            if len(ndims) == 1 and self.tensors and ndims != {0}:
+                with warnings.catch_warnings():
+                    # torch calls strided nested tensors a prototype; jagged
+                    # ones allow one ragged dim only, cells may have more.
+                    warnings.simplefilter("ignore", UserWarning)
+                    return torch.nested.nested_tensor(self.tensors, layout=torch.strided)
+            return list(self.tensors)
+        return [self.row(i).public() for i in range(self.cells[0])]
+
+
+def encode_cell(value: torch.Tensor) -> bytes:
+    """A tensor as the value of one slot of a ragged leaf."""
+    from ._store import _DTYPE_NAMES, _cpu_contiguous
+    t = _cpu_contiguous(("ragged cell",), value)
+    return _native.encode_ragged_cell(_DTYPE_NAMES[t.dtype], list(t.shape), t.data_ptr(),
+                                      t.numel() * t.element_size())
+
+
+def decode_cell(spec: str, raw: bytes) -> torch.Tensor:
+    from ._store import _DTYPES
+    shape, data = _native.decode_ragged_cell(spec, raw)
+    dtype = _DTYPES[spec]
+    if not data:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+
+
+def from_tensors(path_str: str, tensors: list, cells, dtype: torch.dtype | None = None) -> Values:
+    """Values of a ragged leaf: ``tensors`` (C order over ``cells``) cast to
+    ``dtype`` (default: the first one's)."""
+    from ._store import _DTYPE_NAMES
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        raise TypeError(f"{path_str}: a ragged leaf holds tensors only")
+    if dtype is None:
+        dtype = tensors[0].dtype if tensors else torch.float32
+    if dtype not in _DTYPE_NAMES:
+        raise TypeError(f"{path_str}: dtype {dtype} cannot be stored")
+    tensors = [t if t.dtype == dtype else t.to(dtype) for t in tensors]
+    return Values(RAGGED, False, tensors, cells, spec=_DTYPE_NAMES[dtype])
+
+
+def _cells_of(td, key) -> list:
+    """The tensors of ``key`` over every batch cell of ``td``, C order."""
+    if isinstance(td, LazyStackedTensorDict):
+        out = []
+        for sub in td.tensordicts:
+            out.extend(_cells_of(sub, key))
+        return out
+    t = td.get(key)
+    n = td.batch_dims
+    if n == 0:
+        return [t]
+    return list(t.reshape((td.batch_size.numel(),) + tuple(t.shape[n:])).unbind(0))
+
+
+def _check_stacked_on_dim_0(td) -> None:
+    if isinstance(td, LazyStackedTensorDict):
+        if td.stack_dim != 0:
+            raise ValueError(f"a lazy stack along dim {td.stack_dim} cannot be stored: "
+                             "TensorDictStore keeps lazy stacks along dim 0 (restack it)")
+        for sub in td.tensordicts:
+            _check_stacked_on_dim_0(sub)
+
+
+def flatten_lazy_stack(td: LazyStackedTensorDict, path: tuple, out: list) -> list:
+    """Append ``(path, tensor or Values)`` for every leaf of the lazy stack:
+    a dense tensor where every element's shape agrees, a ragged leaf where
+    they differ, a non-tensor stack for non-tensor entries."""
+    from ._values import from_non_tensor
+    _check_stacked_on_dim_0(td)
+    # keys(leaves_only=True) of a lazy stack leaves non-tensors out: walk all
+    # keys and skip the sub-dicts.
+    for key in td.keys(include_nested=True):
+        key = key if isinstance(key, tuple) else (key,)
+        leaf_path = path + key
+        path_str = "/".join(leaf_path)
+        first = td.tensordicts[0].get(key) if td.tensordicts else None
+        if is_non_tensor(first):
+            out.append((leaf_path, from_non_tensor(path_str, td.get(key))))
+            continue
+        if is_tensor_collection(first):
+            continue  # a sub-dict: its leaves come as keys of their own
+        cells = _cells_of(td, key)
+        shapes = {tuple(c.shape) for c in cells}
+        if len(shapes) <= 1:
+            feat = shapes.pop() if shapes else ()
+            dense = (torch.stack(cells) if cells
+                     else torch.empty((0,) + feat, dtype=first.dtype if first is not None
+                                      else torch.float32))
+            out.append((leaf_path, dense.reshape(tuple(td.batch_size) + feat)))
+        else:
+            out.append((leaf_path, from_tensors(path_str, cells, td.batch_size)))
+    return out
+
+
+def has_ragged(source: dict) -> bool:
+    for value in source.values():
+        if isinstance(value, RaggedCells):
+            return True
+        if isinstance(value, dict) and has_ragged(value):
+            return True
+    return False
+
+
+def _row_of(value, i: int):
+    if isinstance(value, dict):
+        return {k: _row_of(v, i) for k, v in value.items()}
+    if isinstance(value, RaggedCells):
+        return value.row(i)
+    return value[i]
+
+
+def _element(source: dict, batch, device):
+    """The TensorDict (or, with more batch dims and ragged leaves, lazy stack)
+    of one element: a source of rows over ``batch``."""
+    if batch:
+        return lazy_tensordict(source, batch, device)
+    out = {}
+    for key, value in source.items():
+        if isinstance(value, dict):
+            out[key] = _element(value, batch, device)
+        elif isinstance(value, RaggedCells):
+            out[key] = value.tensors[0]
+        else:
+            out[key] = value
+    return TensorDict(out, batch_size=torch.Size(batch), device=device)
+
+
+def lazy_tensordict(source: dict, batch, device):
+    """A nested source dict holding ragged cells -> a LazyStackedTensorDict
+    along dim 0 of the elements (rows) of ``batch``. With no batch dims, the
+    one element's TensorDict; with no row at all, a TensorDict whose ragged
+    leaves are empty ``batch + [0]`` tensors."""
+    batch = torch.Size(batch)
+    if not batch:
+        return _element(source, batch, device)
+    if batch[0] == 0:
+        return TensorDict(_emptied(source, batch), batch_size=batch, device=device)
+    rows = [_element(_row_of(source, i), batch[1:], device) for i in range(batch[0])]
+    return lazy_stack(rows, 0)
+
+
+def _emptied(source: dict, batch) -> dict:
+    from ._store import _DTYPES
+    out = {}
+    for key, value in source.items():
+        if isinstance(value, dict):
+            out[key] = _emptied(value, batch)
+        elif isinstance(value, RaggedCells):
+            out[key] = torch.empty(tuple(batch) + (0,), dtype=_DTYPES[value.spec])
+        else:
+            out[key] = value
+    return out
