@@ -4,9 +4,12 @@
 
 #include <algorithm>
 
+#include <cstring>
+
 #include "client/src/scalar_type.h"
 #include "client/src/tensor_bytes.h"
 #include "common/path.h"
+#include "common/ragged_cells.h"
 #include "tdstore/client.h"
 
 namespace tdstore {
@@ -72,6 +75,15 @@ core::Values Dict::get_values(const Key& path, const Index* index) {
                                                   "' holds a tensor: read it with get");
   }
   return std::move(it->second);
+}
+
+std::vector<at::Tensor> Dict::get_ragged(const Key& path, const Index* index) {
+  core::Values values = get_values(path, index);
+  if (values.kind != LeafKind::kRagged) {
+    throw Error(StatusCode::kInvalidArgument, "leaf '" + path.str() + "' of dict '" + name() +
+                                                  "' is not ragged: read it with get_values");
+  }
+  return RaggedTensors(values);
 }
 
 LocalDict Dict::get_many(const std::vector<Key>& paths) {
@@ -178,5 +190,31 @@ DictInfo Dict::describe() {
 std::vector<int64_t> Dict::batch_size() { return core_.describe().batch_size; }
 
 std::string Dict::handle() { return core_.handle(); }
+
+std::vector<at::Tensor> RaggedTensors(const core::Values& values) {
+  if (values.kind != LeafKind::kRagged) {
+    throw Error(StatusCode::kInvalidArgument, "values of a " +
+                                                  std::string(LeafKindName(values.kind)) +
+                                                  " leaf are not ragged cells");
+  }
+  absl::StatusOr<DType> dtype = RaggedDType(values.cell_dtype);
+  const std::optional<at::ScalarType> type =
+      dtype.ok() ? ScalarTypeFromDType(*dtype) : std::nullopt;
+  if (!type) {
+    throw Error(StatusCode::kDataLoss,
+                "a ragged leaf names cell dtype '" + values.cell_dtype + "', which this client "
+                "cannot hold");
+  }
+  std::vector<at::Tensor> out;
+  out.reserve(values.values.size());
+  for (const std::string& value : values.values) {
+    absl::StatusOr<RaggedCell> cell = DecodeRaggedCell(*dtype, value);
+    if (!cell.ok()) throw Error(StatusCode::kDataLoss, std::string(cell.status().message()));
+    at::Tensor t = at::empty(cell->shape, at::TensorOptions().dtype(*type));
+    if (!cell->data.empty()) std::memcpy(t.data_ptr(), cell->data.data(), cell->data.size());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
 
 }  // namespace tdstore

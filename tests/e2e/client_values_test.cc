@@ -2,13 +2,16 @@
 // their slots (common/value_rows.h) and one value, read back by the libtorch
 // client into LocalDict::values and get_values, whole and indexed; get()
 // and get_values() refuse the other kind; a slot no client wrote is
-// DATA_LOSS. tests/python/test_non_tensor.py covers the Python side.
+// DATA_LOSS; ragged leaves' cells read as tensors of their own shapes, and
+// rows naming another dtype than the leaf's are refused.
+// tests/python/test_non_tensor.py and test_ragged.py cover the Python side.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "common/ragged_cells.h"
 #include "common/value_rows.h"
 #include "tdstore/client.h"
 #include "tdstore/core.h"
@@ -98,6 +101,74 @@ TEST(E2eClientValues, ValueLeavesReadBackDecodedWholeAndIndexed) {
   bad[kSlot] = 100;  // row 1 claims 100 bytes in a 12-byte slot
   core_dict.write({ValueLeaf("t", LeafKind::kText, bad, 4)});
   EXPECT_EQ(ErrorOf([&] { td.get_values(Key("t")); }).code(), StatusCode::kDataLoss);
+  core_client.drop(name);
+}
+
+// The slots of a ragged leaf of float32 cells holding `cells`.
+std::string RaggedSlots(const std::vector<at::Tensor>& cells, int64_t slot) {
+  std::vector<std::string> encoded;
+  for (const at::Tensor& t : cells) {
+    const at::Tensor c = t.contiguous();
+    encoded.push_back(*EncodeRaggedCell(
+        DType::kFloat32, c.sizes().vec(),
+        std::string_view(static_cast<const char*>(c.data_ptr()), c.nbytes())));
+  }
+  std::string out(cells.size() * static_cast<size_t>(slot), '\0');
+  EXPECT_TRUE(EncodeValueRows({encoded.begin(), encoded.end()}, slot, out.data()).ok());
+  return out;
+}
+
+TEST(E2eClientValues, RaggedCellsReadBackAsTensorsOfTheirOwnShapes) {
+  const std::string name = UniqueDictName();
+  core::Client core_client(DaemonAddress());
+  core::Dict core_dict = core_client.create(name, {4});
+  const std::vector<at::Tensor> cells = {at::rand({2}), at::rand({0}), at::rand({3, 2}),
+                                         at::tensor(7.5f)};
+  constexpr int64_t kRaggedSlot = 64;
+  const std::string slots = RaggedSlots(cells, kRaggedSlot);
+  core::LeafData seq;
+  seq.path = Key("seq");
+  seq.dtype = DType::kUInt8;
+  seq.shape = {4, kRaggedSlot};
+  seq.data = slots.data();
+  seq.byte_size = static_cast<int64_t>(slots.size());
+  seq.kind = LeafKind::kRagged;
+  seq.value = "float32";
+  core_dict.write({seq});
+
+  Dict td = Client(DaemonAddress()).open(name);
+  auto same = [](const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].sizes(), want[i].sizes()) << i;
+      EXPECT_EQ(got[i].scalar_type(), at::kFloat) << i;
+      EXPECT_TRUE(got[i].equal(want[i])) << i;
+    }
+  };
+  same(td.get_ragged(Key("seq")), cells);
+  same(RaggedTensors(td.to_local().values.at(Key("seq"))), cells);
+  const Index picked{at::tensor({2, 0, 2}, at::kLong)};
+  same(td.get_ragged(Key("seq"), &picked), {cells[2], cells[0], cells[2]});
+  EXPECT_EQ(ErrorOf([&] { td.get(Key("seq")); }).code(), StatusCode::kInvalidArgument);
+
+  // Rows naming another dtype (or none) than the leaf's change nothing.
+  const std::string row = RaggedSlots({at::rand({5})}, kRaggedSlot);
+  core::LeafData wrong = seq;
+  wrong.shape = {1, kRaggedSlot};
+  wrong.data = row.data();
+  wrong.byte_size = kRaggedSlot;
+  const core::Index at_one{core::IndexTerm::Int(1)};
+  core::WriteOptions indexed;
+  indexed.index = &at_one;
+  for (const char* dtype : {"int64", ""}) {
+    wrong.value = dtype;
+    Error e = ErrorOf([&] { core_dict.write({wrong}, indexed); });
+    EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << dtype;
+  }
+  same(td.get_ragged(Key("seq")), cells);
+  wrong.value = "float32";
+  core_dict.write({wrong}, indexed);
+  EXPECT_EQ(td.get_ragged(Key("seq"))[1].sizes(), (std::vector<int64_t>{5}));
   core_client.drop(name);
 }
 

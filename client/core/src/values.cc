@@ -27,6 +27,7 @@ Values DecodeValues(const LeafMeta& meta, const void* data) {
                 "leaf '" + meta.path.str() + "': " + std::string(decoded.status().message()));
   }
   out.values.assign(decoded->begin(), decoded->end());
+  if (meta.kind == LeafKind::kRagged) out.cell_dtype = meta.value;
   return out;
 }
 

@@ -61,6 +61,11 @@ struct DictInfo {
   std::map<std::string, std::string> attrs;  // core::DictInfo::attrs
 };
 
+// The cells of a ragged leaf's values (core::Values of kind kRagged) as
+// tensors, C order over values.cells. DATA_LOSS for a cell no tdstore client
+// wrote; INVALID_ARGUMENT for values of another kind.
+std::vector<at::Tensor> RaggedTensors(const core::Values& values);
+
 // A local, in-process copy of (part of) a dict: path -> tensor.
 struct LocalDict {
   std::vector<int64_t> batch_size;
@@ -235,6 +240,10 @@ class Dict {
   // `index`, at the indexed cells. This client reads values; it writes them
   // through the core (core::LeafData with kind and EncodeValueRows).
   core::Values get_values(const Key& path, const Index* index = nullptr);
+  // The cells of the ragged leaf at `path` (a tensor of its own shape per
+  // batch cell, C order; Python's lazy stacks), whole or at the indexed
+  // cells. INVALID_ARGUMENT for any other kind of leaf.
+  std::vector<at::Tensor> get_ragged(const Key& path, const Index* index = nullptr);
   // Every leaf under each of `paths` (a leaf or a nested prefix), one call.
   // An empty list reads nothing (use to_local() for every leaf).
   LocalDict get_many(const std::vector<Key>& paths);

@@ -215,7 +215,8 @@ struct LeafMeta {
 };
 
 // The values of a value leaf (common/leaf_kind.h), decoded: text and JSON
-// as their UTF-8 bytes, bytes as they are. `cells` is the batch shape they
+// as their UTF-8 bytes, bytes as they are, a ragged leaf's cells as their
+// bytes (common/ragged_cells.h decodes them). `cells` is the batch shape they
 // cover (the leaf's shape without its slot dim); a one-value leaf
 // (NonTensorData) has `one` set and exactly one value, which stands for every
 // cell; otherwise there is one value per cell, C order.
@@ -224,6 +225,8 @@ struct Values {
   std::vector<int64_t> cells;
   bool one = false;
   std::vector<std::string> values;
+  // A ragged leaf's cell dtype name (its record's value); empty otherwise.
+  std::string cell_dtype;
 };
 
 // The values of a value leaf as read: `data` holds its meta.byte_size bytes
