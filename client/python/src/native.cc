@@ -470,6 +470,29 @@ PYBIND11_MODULE(_native, m) {
       py::arg("dtype"), py::arg("value"),
       "(shape, element bytes) of the ragged cell a slot's value holds; DataLossError for bytes "
       "no tdstore client wrote");
+  m.def(
+      "decode_ragged_rows",
+      [](const std::string& dtype_name, uintptr_t ptr, int64_t count, int64_t slot) {
+        absl::StatusOr<DType> dtype = RaggedDType(dtype_name);
+        if (!dtype.ok()) throw Error(StatusCode::kDataLoss, std::string(dtype.status().message()));
+        auto values = DecodeValueRows(reinterpret_cast<const char*>(ptr), count, slot);
+        if (!values.ok()) {
+          throw Error(StatusCode::kDataLoss, std::string(values.status().message()));
+        }
+        py::list out;
+        for (std::string_view v : *values) {
+          absl::StatusOr<RaggedCell> cell = DecodeRaggedCell(*dtype, v);
+          if (!cell.ok()) {
+            throw Error(StatusCode::kDataLoss, std::string(cell.status().message()));
+          }
+          out.append(py::make_tuple(py::tuple(py::cast(cell->shape)),
+                                    py::bytearray(cell->data.data(), cell->data.size())));
+        }
+        return out;
+      },
+      py::arg("dtype"), py::arg("ptr"), py::arg("count"), py::arg("slot"),
+      "[(shape, element bytes as a bytearray)] of the `count` ragged cells in the slots at ptr, "
+      "in one call; DataLossError for bytes no tdstore client wrote");
 
   m.def(
       "set_error_factory", [](py::object factory) { ErrorFactory() = std::move(factory); },

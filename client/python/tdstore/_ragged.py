@@ -25,7 +25,7 @@ import math
 import warnings
 
 import torch
-from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack
+from tensordict import LazyStackedTensorDict, NonTensorStack, TensorDict, lazy_stack
 from tensordict.base import is_tensor_collection
 from tensordict.utils import is_non_tensor
 
@@ -79,12 +79,27 @@ def encode_cell(value: torch.Tensor) -> bytes:
 
 
 def decode_cell(spec: str, raw: bytes) -> torch.Tensor:
-    from ._store import _DTYPES
     shape, data = _native.decode_ragged_cell(spec, raw)
+    return _cell_tensor(spec, shape, bytearray(data))
+
+
+def _cell_tensor(spec: str, shape, data: bytearray) -> torch.Tensor:
+    from ._store import _DTYPES
     dtype = _DTYPES[spec]
     if not data:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+    return torch.frombuffer(data, dtype=torch.uint8).view(dtype).reshape(shape)
+
+
+def decode_rows(spec: str, slots: torch.Tensor) -> list:
+    """The cells of a uint8 ``[..., slot]`` tensor of a ragged leaf's slots,
+    C order, decoded in one native call."""
+    slots = slots.contiguous()
+    count = math.prod(slots.shape[:-1])
+    if not count:
+        return []
+    return [_cell_tensor(spec, shape, data) for shape, data in
+            _native.decode_ragged_rows(spec, slots.data_ptr(), count, slots.shape[-1])]
 
 
 def from_tensors(path_str: str, tensors: list, cells, dtype: torch.dtype | None = None) -> Values:
@@ -164,12 +179,23 @@ def has_ragged(source: dict) -> bool:
     return False
 
 
-def _row_of(value, i: int):
-    if isinstance(value, dict):
-        return {k: _row_of(v, i) for k, v in value.items()}
-    if isinstance(value, RaggedCells):
-        return value.row(i)
-    return value[i]
+def _rows(source: dict, n: int) -> list:
+    """The sources of rows 0..n-1 of a source dict, each leaf cut once
+    (unbind, not one index per row and leaf: a 256-row sample of 5 leaves
+    made 1,280 index calls)."""
+    per_key = {}
+    for key, value in source.items():
+        if isinstance(value, dict):
+            per_key[key] = _rows(value, n)
+        elif isinstance(value, RaggedCells):
+            per_key[key] = [value.row(i) for i in range(n)]
+        elif isinstance(value, torch.Tensor):
+            per_key[key] = value.unbind(0)
+        elif isinstance(value, NonTensorStack) and value.stack_dim == 0:
+            per_key[key] = value.tensordicts
+        else:
+            per_key[key] = [value[i] for i in range(n)]
+    return [{key: rows[i] for key, rows in per_key.items()} for i in range(n)]
 
 
 def _element(source: dict, batch, device):
@@ -182,10 +208,14 @@ def _element(source: dict, batch, device):
         if isinstance(value, dict):
             out[key] = _element(value, batch, device)
         elif isinstance(value, RaggedCells):
-            out[key] = value.tensors[0]
+            out[key] = value.tensors[0] if device is None else value.tensors[0].to(device)
+        elif device is not None and isinstance(value, torch.Tensor):
+            out[key] = value.to(device)
         else:
             out[key] = value
-    return TensorDict(out, batch_size=torch.Size(batch), device=device)
+    # Every value is a tensor or a TensorDict of this batch already: skip
+    # the constructor's checks (about 20 us a row).
+    return TensorDict._new_unsafe(source=out, batch_size=torch.Size(batch), device=device)
 
 
 def lazy_tensordict(source: dict, batch, device):
@@ -198,7 +228,7 @@ def lazy_tensordict(source: dict, batch, device):
         return _element(source, batch, device)
     if batch[0] == 0:
         return TensorDict(_emptied(source, batch), batch_size=batch, device=device)
-    rows = [_element(_row_of(source, i), batch[1:], device) for i in range(batch[0])]
+    rows = [_element(row, batch[1:], device) for row in _rows(source, batch[0])]
     return lazy_stack(rows, 0)
 
 

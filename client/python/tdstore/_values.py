@@ -204,6 +204,9 @@ def encode_rows(encoded: list[bytes], cells, slot: int) -> torch.Tensor:
 
 def decode_rows(kind: str, slots: torch.Tensor, spec: str = "") -> list:
     """The values of a uint8 ``[..., slot]`` tensor of slots, C order."""
+    if kind == RAGGED:
+        from ._ragged import decode_rows as decode_cells
+        return decode_cells(spec, slots)
     slots = slots.contiguous()
     count = math.prod(slots.shape[:-1])
     raw = _native.decode_values(slots.data_ptr(), count, slots.shape[-1]) if count else []
