@@ -41,7 +41,8 @@ struct LeafRecord {
   Shape shape;  // full shape, batch dims first
   int64_t generation = 0;
   LeafKind kind = LeafKind::kTensor;
-  // The value of a one-value leaf (IsOneValue); empty for any other.
+  // The value of a one-value leaf (IsOneValue), or a ragged leaf's cell
+  // dtype name; empty for any other (KeepsValue).
   std::string value;
 
   bool operator==(const LeafRecord& o) const {

@@ -31,9 +31,14 @@ if redis.call('HEXISTS', KEYS[1], 'locked') == 1 then
   -- A locked dict keeps its schema: only rewriting a leaf in place (same
   -- dtype, shape and kind, a new generation, and for a one-value leaf a new
   -- value) is allowed, as tensordict allows writes into a locked
-  -- TensorDict's existing entries.
+  -- TensorDict's existing entries. A ragged leaf's value (its cells' dtype)
+  -- is schema, not data: it must stay.
   local function without_gen(record)
-    return (string.gsub(string.gsub(record, ';?gen=%d+', ''), ';value=%x*', ''))
+    local r = string.gsub(record, ';?gen=%d+', '')
+    if not string.find(r, ';kind=ragged', 1, true) then
+      r = string.gsub(r, ';value=%x*', '')
+    end
+    return r
   end
   for i = 0, n - 1 do
     local p, rec = ARGV[3 + 3 * i], ARGV[3 + 3 * i + 1]

@@ -695,6 +695,7 @@ grpc::Status TdStoreService::AppendRows(
       a.path = path;
       a.dtype = leaf->record.dtype;
       a.kind = leaf->record.kind;
+      if (a.kind == LeafKind::kRagged) a.value = leaf->record.value;
       a.element_shape.assign(leaf->record.shape.begin() + 1, leaf->record.shape.end());
       a.row_bytes = store::RecordBytes(leaf->record) / std::max<int64_t>(1, batch_shape[0]);
     }
@@ -746,6 +747,7 @@ absl::Status TdStoreService::AppendBatch(const store::DictRef& ref,
     values[i].path = leaves[i].path;
     values[i].dtype = leaves[i].dtype;
     values[i].kind = leaves[i].kind;
+    values[i].value = leaves[i].value;
     values[i].shape = {rows};
     values[i].shape.insert(values[i].shape.end(), leaves[i].element_shape.begin(),
                            leaves[i].element_shape.end());

@@ -148,6 +148,7 @@ class TdStoreService final
     DType dtype = DType::kUnspecified;
     // A value leaf's rows are appended as whole slots.
     LeafKind kind = LeafKind::kTensor;
+    std::string value;  // a ragged leaf's cell dtype, named by each batch
     Shape element_shape;
     int64_t row_bytes = 0;
   };

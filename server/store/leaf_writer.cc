@@ -55,7 +55,7 @@ absl::Status WriteTxn::Fail(absl::Status status) {
 }
 
 absl::Status WriteTxn::CheckOneValueTotal(const LeafPath& path, const LeafRecord& leaf) const {
-  if (leaf.value.empty()) return absl::OkStatus();
+  if (!IsOneValue(leaf.kind, leaf.shape) || leaf.value.empty()) return absl::OkStatus();
   // The dict as this write leaves it: its one values but those this write
   // replaces, plus this write's. (Two writers at once may each pass it: the
   // bound is then twice the limit, which the messages still fit.)
@@ -66,13 +66,15 @@ absl::Status WriteTxn::CheckOneValueTotal(const LeafPath& path, const LeafRecord
     }
     return false;
   };
-  int64_t total = static_cast<int64_t>(leaf.value.size());
+  // Only one values count: a ragged leaf's value is its cells' dtype name.
+  auto one_value_bytes = [](const LeafRecord& r) {
+    return IsOneValue(r.kind, r.shape) ? static_cast<int64_t>(r.value.size()) : int64_t{0};
+  };
+  int64_t total = one_value_bytes(leaf);
   for (const auto& [_, existing] : schema_.leaves) {
-    if (!written(existing.path)) total += static_cast<int64_t>(existing.record.value.size());
+    if (!written(existing.path)) total += one_value_bytes(existing.record);
   }
-  for (const PendingLeaf& other : leaves_) {
-    total += static_cast<int64_t>(other.leaf.record.value.size());
-  }
+  for (const PendingLeaf& other : leaves_) total += one_value_bytes(other.leaf.record);
   if (total > kMaxOneValueBytesPerDict) {
     return absl::InvalidArgumentError(StrCat(
         "leaf ", Display(path), ": the dict's one values would add up to ", total,
@@ -111,7 +113,8 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
   const Leaf* replaced = schema_.Find(path);
   if (schema_.meta.locked &&
       (refuse_if_locked_ || replaced == nullptr || replaced->record.dtype != dtype ||
-       replaced->record.shape != shape || replaced->record.kind != leaf.kind)) {
+       replaced->record.shape != shape || replaced->record.kind != leaf.kind ||
+       (leaf.kind == LeafKind::kRagged && replaced->record.value != leaf.value))) {
     // Early, before any data moves; commit_leaves.lua decides atomically.
     return Fail(LockedError(
         schema_.meta.name,

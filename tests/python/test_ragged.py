@@ -322,3 +322,69 @@ def test_another_process_reads_a_lazy_stack_non_tensors_and_a_tensorclass(addr):
     finally:
         store.drop()
         stored_episode._tensordict.drop()
+
+
+def test_leaves_that_change_kind_keys_dtypes_and_two_batch_dims(addr):
+    """What a reviewer found: a leaf that stops being ragged takes tensor rows
+    again; items() gives the public form; keys some elements lack are
+    refused; cells of mixed dtypes promote as torch.stack does; a lazy stack
+    of lazy stacks (two batch dims) goes in, and what it reads back goes in
+    again; set_ in place cuts and casts; dtypes torch has no nested tensor of
+    read as lists; a locked dict keeps a ragged leaf's dtype."""
+    store = TensorDictStore(batch_size=[3], addr=addr)
+    try:
+        store["obs"] = [torch.ones(2), torch.ones(3), torch.ones(1)]
+        store["obs"] = torch.zeros(3, 5)  # a tensor leaf again
+        store[0] = TensorDict({"obs": torch.ones(5)}, [])
+        assert torch.equal(store["obs"][0], torch.ones(5))
+        assert store.entry_class("obs") is torch.Tensor
+        del store["obs"]
+        store[torch.tensor([1])] = TensorDict({"obs": torch.ones(1, 4)}, [1])
+        assert store._describe_full()[("obs",)][2] == "tensor"  # rows of a new key: a tensor
+
+        store["r"] = [torch.arange(2), torch.full((3,), 0.5), torch.arange(1)]
+        assert store["r"].dtype == torch.float32  # int64 and float32 promote
+        assert torch.equal(store["r"].unbind()[1], torch.full((3,), 0.5))
+        assert dict(store.items())["r"].is_nested  # items(): the public form
+        assert store.entry_class("r") is torch.Tensor
+
+        store.set_("r", torch.ones(3, 2, dtype=torch.float64))  # in place: cells, cast
+        assert [t.tolist() for t in store["r"].unbind()] == [[1.0, 1.0]] * 3
+        assert store["r"].dtype == torch.float32
+
+        store["u"] = [torch.ones(2, dtype=torch.uint16), torch.ones(1, dtype=torch.uint16),
+                      torch.ones(3, dtype=torch.uint16)]
+        got = store["u"]
+        assert isinstance(got, list) and [t.dtype for t in got] == [torch.uint16] * 3
+
+        with pytest.raises(ValueError, match="same keys"):
+            store.update(lazy_stack([TensorDict({"a": torch.ones(2), "b": torch.ones(1)}, []),
+                                     TensorDict({"a": torch.ones(3)}, []),
+                                     TensorDict({"a": torch.ones(3)}, [])], 0))
+        assert "a" not in store.keys()
+
+        store.lock_()
+        with pytest.raises(RuntimeError):
+            store["r"] = [torch.ones(1, dtype=torch.int64)] * 3  # another cell dtype
+        assert store["r"].dtype == torch.float32
+        store.unlock_()
+    finally:
+        store.drop()
+
+    rows = [lazy_stack([TensorDict({"x": torch.ones(i + j + 1)}, []) for j in range(2)], 0)
+            for i in range(3)]
+    local = lazy_stack(rows, 0)
+    store = TensorDictStore.from_tensordict(local, addr=addr)
+    try:
+        assert store.batch_size == torch.Size([3, 2])
+        back = store.to_local()
+        for i in range(3):
+            for j in range(2):
+                assert torch.equal(back[i][j]["x"], torch.ones(i + j + 1))
+        again = TensorDictStore.from_tensordict(back, addr=addr)
+        try:
+            assert torch.equal(again[2, 1]["x"], torch.ones(4))
+        finally:
+            again.drop()
+    finally:
+        store.drop()

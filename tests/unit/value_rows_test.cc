@@ -76,11 +76,13 @@ TEST(ValueRowsTest, ALengthPastItsSlotIsDataLoss) {
 }
 
 TEST(LeafKindTest, NamesRoundTripAndTheShapeRules) {
-  for (LeafKind kind : {LeafKind::kTensor, LeafKind::kText, LeafKind::kJson, LeafKind::kBytes}) {
+  for (LeafKind kind : {LeafKind::kTensor, LeafKind::kText, LeafKind::kJson, LeafKind::kBytes,
+                        LeafKind::kRagged}) {
     EXPECT_EQ(LeafKindFromName(LeafKindName(kind)), kind);
+    EXPECT_TRUE(IsKnownLeafKind(static_cast<int>(kind)));
   }
   EXPECT_FALSE(LeafKindFromName("pickle").has_value());
-  EXPECT_FALSE(IsKnownLeafKind(4));
+  EXPECT_FALSE(IsKnownLeafKind(5));
   // A tensor: anything, no value.
   EXPECT_TRUE(CheckLeafKind(LeafKind::kTensor, DType::kFloat32, {3, 2, 2}, 1, "").ok());
   EXPECT_FALSE(CheckLeafKind(LeafKind::kTensor, DType::kFloat32, {3}, 1, "v").ok());

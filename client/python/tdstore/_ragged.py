@@ -65,7 +65,10 @@ class RaggedCells:
                     # torch calls strided nested tensors a prototype; jagged
                     # ones allow one ragged dim only, cells may have more.
                     warnings.simplefilter("ignore", UserWarning)
-                    return torch.nested.nested_tensor(self.tensors, layout=torch.strided)
+                    try:
+                        return torch.nested.nested_tensor(self.tensors, layout=torch.strided)
+                    except (NotImplementedError, RuntimeError):
+                        pass  # a dtype torch has no nested tensor of (uint16, float8, ...)
             return list(self.tensors)
         return [self.row(i).public() for i in range(self.cells[0])]
 
@@ -109,7 +112,10 @@ def from_tensors(path_str: str, tensors: list, cells, dtype: torch.dtype | None 
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         raise TypeError(f"{path_str}: a ragged leaf holds tensors only")
     if dtype is None:
+        # As torch.stack would: the dtype that holds every cell.
         dtype = tensors[0].dtype if tensors else torch.float32
+        for t in tensors[1:]:
+            dtype = torch.promote_types(dtype, t.dtype)
     if dtype not in _DTYPE_NAMES:
         raise TypeError(f"{path_str}: dtype {dtype} cannot be stored")
     tensors = [t if t.dtype == dtype else t.to(dtype) for t in tensors]
@@ -130,6 +136,26 @@ def _cells_of(td, key) -> list:
     return list(t.reshape((td.batch_size.numel(),) + tuple(t.shape[n:])).unbind(0))
 
 
+def _plain_elements(td) -> list:
+    """The plain (not lazily stacked) elements of a lazy stack, C order."""
+    if isinstance(td, LazyStackedTensorDict):
+        out = []
+        for sub in td.tensordicts:
+            out.extend(_plain_elements(sub))
+        return out
+    return [td]
+
+
+def _leaf_keys(td) -> set:
+    """Every leaf key of a plain TensorDict, non-tensors included."""
+    out = set()
+    for key in td.keys(include_nested=True):
+        value = td.get(key)
+        if is_non_tensor(value) or not is_tensor_collection(value):
+            out.add(key if isinstance(key, tuple) else (key,))
+    return out
+
+
 def _check_stacked_on_dim_0(td) -> None:
     if isinstance(td, LazyStackedTensorDict):
         if td.stack_dim != 0:
@@ -145,18 +171,25 @@ def flatten_lazy_stack(td: LazyStackedTensorDict, path: tuple, out: list) -> lis
     they differ, a non-tensor stack for non-tensor entries."""
     from ._values import from_non_tensor
     _check_stacked_on_dim_0(td)
-    # keys(leaves_only=True) of a lazy stack leaves non-tensors out: walk all
-    # keys and skip the sub-dicts.
-    for key in td.keys(include_nested=True):
-        key = key if isinstance(key, tuple) else (key,)
+    elements = _plain_elements(td)
+    if not elements:
+        return out
+    # A lazy stack's keys() lists only the keys every element has (and its
+    # leaves_only=True leaves non-tensors out): compare the elements' own.
+    keys = _leaf_keys(elements[0])
+    for i, e in enumerate(elements[1:], 1):
+        if _leaf_keys(e) != keys:
+            odd = sorted("/".join(k) for k in keys ^ _leaf_keys(e))
+            raise ValueError(f"{'/'.join(path) or 'the stack'}: element {i} differs from element "
+                             f"0 in keys {odd}: TensorDictStore stores lazy stacks whose elements "
+                             "have the same keys")
+    for key in sorted(keys):
         leaf_path = path + key
         path_str = "/".join(leaf_path)
-        first = td.tensordicts[0].get(key) if td.tensordicts else None
+        first = elements[0].get(key)
         if is_non_tensor(first):
             out.append((leaf_path, from_non_tensor(path_str, td.get(key))))
             continue
-        if is_tensor_collection(first):
-            continue  # a sub-dict: its leaves come as keys of their own
         cells = _cells_of(td, key)
         shapes = {tuple(c.shape) for c in cells}
         if len(shapes) <= 1:

@@ -818,7 +818,7 @@ class TensorDictStore(TensorDictBase):
             _, read = self._dict.read([self._prefix + p for p in wanted], dlpack=True)
             n = len(self._prefix)
             for path, *leaf in read:
-                values[path[n:]] = self._on_device(_leaf_from(*leaf))
+                values[path[n:]] = self._on_device_leaf(_leaf_from(*leaf))
         for p in paths:
             yield _key_of(p), (values[p] if p in values else self._subview(self._prefix + p))
 
@@ -840,7 +840,7 @@ class TensorDictStore(TensorDictBase):
         leaves = self._leaf_paths()
         if path in leaves:
             _, shape, kind, _ = self._describe_full()[self._prefix + path]
-            if kind == "tensor":
+            if kind in ("tensor", RAGGED):
                 return torch.Tensor
             return NonTensorData if shape[-1] == 0 else NonTensorStack
         if path in _node_paths(leaves):
@@ -873,7 +873,29 @@ class TensorDictStore(TensorDictBase):
         for path, dtype, shape, _, kind, value in self._dict.describe()["leaves"]:
             leaves[tuple(path)] = (dtype, tuple(shape), kind, value)
             self._dtypes[tuple(path)] = dtype
+        self._ragged_paths = {p for p, (_, _, kind, _) in leaves.items() if kind == RAGGED}
         return leaves
+
+    def _in_place(self, path, value, leaf):
+        """``value`` as a whole write into the existing ``leaf`` (a
+        _describe_full entry) in place: cast and broadcast to a tensor leaf;
+        cut into cells over the batch dims and cast to a ragged leaf's cell
+        dtype; a non-tensor as it is."""
+        dtype, shape, kind, spec = leaf
+        if kind == RAGGED:
+            spec = spec.decode()
+            if isinstance(value, Values):
+                return _ragged.from_tensors(_path_str(path), value.values, value.cells,
+                                            _DTYPES[spec]) if value.kind == RAGGED else value
+            cells = self._batch_size
+            n = len(cells)
+            value = value.expand(tuple(cells) + tuple(value.shape[n:]))
+            flat = value.reshape((cells.numel(),) + tuple(value.shape[n:]))
+            return _ragged.from_tensors(_path_str(path), list(flat.unbind(0)), cells,
+                                        _DTYPES[spec])
+        if isinstance(value, Values):
+            return value
+        return value.to(_DTYPES[dtype]).expand(shape)
 
     # -- reads --
 
@@ -991,8 +1013,11 @@ class TensorDictStore(TensorDictBase):
         self._dict.write(leaves, terms, refuse_if_locked=refuse_if_locked)
         for (path, _), leaf in zip(items, leaves):
             self._dtypes[path] = leaf[1]
-            if len(leaf) == 7 and leaf[5] == RAGGED:
-                self._ragged_paths.add(path)
+            if terms is None:  # a whole write sets what the leaf is
+                if len(leaf) == 7 and leaf[5] == RAGGED:
+                    self._ragged_paths.add(path)
+                else:
+                    self._ragged_paths.discard(path)
         del keep
 
     def _check_batch_dims(self, items):
@@ -1029,14 +1054,13 @@ class TensorDictStore(TensorDictBase):
             # (tensordict's rule); new and reshaped leaves always.
             self._write(items, refuse_if_locked=not ignore_lock)
             return self
-        existing = self._describe_leaves()
+        existing = self._describe_full()
         out = []
         for p, t in items:
-            if isinstance(t, Values) and (p in existing or inplace is not True):
-                pass  # a non-tensor is written whole: nothing to cast
-            elif p in existing:
-                dtype, shape = existing[p]
-                t = t.to(_DTYPES[dtype]).expand(shape)
+            if p in existing:
+                t = self._in_place(p, t, existing[p])
+            elif isinstance(t, Values) and inplace is not True:
+                pass  # a new non-tensor is written whole: nothing to cast
             elif inplace is True:
                 raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
                                f'{self.name!r} (set_ writes existing entries only)')
@@ -1131,7 +1155,14 @@ class TensorDictStore(TensorDictBase):
         if index is not None:
             ragged = self._ragged_items(items, index)
             if ragged is not None:
-                items = ragged
+                try:
+                    return self._indexed_write(ragged, terms, dtypes)
+                except (TypeError, InvalidArgumentError):
+                    # The hint may be stale (another process replaced the
+                    # leaf): ask tdstored which leaves are ragged, once.
+                    ragged = self._ragged_items(items, index, fresh=True)
+                    if ragged is not None:
+                        return self._indexed_write(ragged, terms, dtypes)
         cache = self._dtypes if dtypes is None else dtypes
         if any(isinstance(t, Values) for _, t in items):
             items = ([(p, t) for p, t in items if not isinstance(t, Values)]
@@ -1169,8 +1200,7 @@ class TensorDictStore(TensorDictBase):
         leaf's cells, one per row ``index`` selects; None if no tensor is. The
         ragged leaves are those known (``fresh``: asked of tdstored)."""
         if fresh:
-            self._ragged_paths = {p for p, (_, _, kind, _) in self._describe_full().items()
-                                  if kind == RAGGED}
+            self._describe_full()  # refreshes the hint
         known = self._ragged_paths
         if not any(p in known and isinstance(t, torch.Tensor) for p, t in items):
             return None
@@ -1259,14 +1289,13 @@ class TensorDictStore(TensorDictBase):
         if not items:
             return self
         self._check_batch_dims(items)
-        existing = self._describe_leaves()
+        existing = self._describe_full()
         out = []
         for p, t in items:
             if p not in existing:
                 raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
                                f'{self.name!r}')
-            dtype, shape = existing[p]
-            out.append((p, t if isinstance(t, Values) else t.to(_DTYPES[dtype]).expand(shape)))
+            out.append((p, self._in_place(p, t, existing[p])))
         self._write(out)
         return self
 
@@ -1350,6 +1379,7 @@ class TensorDictStore(TensorDictBase):
         n = len(path)
         for p in [p for p in self._dtypes if p[:n] == path]:
             del self._dtypes[p]
+        self._ragged_paths = {p for p in self._ragged_paths if p[:n] != path}
 
     def del_(self, key: NestedKey):
         """Remove a leaf or a whole sub-dict (one call; KeyError if absent;
