@@ -1204,8 +1204,12 @@ class TensorDictStore(TensorDictBase):
         known = self._ragged_paths
         if not any(p in known and isinstance(t, torch.Tensor) for p, t in items):
             return None
-        # The shape of the selected cells, as torch indexes the batch dims.
-        cells = torch.zeros(tuple(self._batch_size), dtype=torch.bool)[index].shape
+        # The shape of the selected cells, as torch indexes the batch dims
+        # (the index's tensors on the CPU, where this stand-in lives).
+        def on_cpu(i):
+            return i.cpu() if isinstance(i, torch.Tensor) else i
+        cpu_index = tuple(map(on_cpu, index)) if isinstance(index, tuple) else on_cpu(index)
+        cells = torch.zeros(tuple(self._batch_size), dtype=torch.bool)[cpu_index].shape
         out = []
         for p, t in items:
             if p in known and isinstance(t, torch.Tensor):
