@@ -1,0 +1,337 @@
+"""torchrl replay buffers on tdstore: ``TdStoreStorage`` and ``TdStoreWriter``.
+
+    from torchrl.data import ReplayBuffer
+    from tdstore.torchrl import TdStoreStorage, TdStoreWriter
+
+    rb = ReplayBuffer(storage=TdStoreStorage(100_000, name="replay", addr=addr),
+                      writer=TdStoreWriter(), batch_size=256)
+    rb.extend(TensorDict({"obs": obs, "action": action}, [64]))
+    batch = rb.sample()
+
+``TdStoreStorage`` is a torchrl ``Storage`` whose rows live in one tdstore
+dict of batch size ``[max_size]``, named ``name`` (a fresh name if not
+given): any process that names it (or its ``handle``) shares it. The dict
+is created on the first write, empty; that write's indexed rows make
+tdstored create each leaf zero-filled from the batch's own shapes and
+dtypes, so no zero tensor crosses the wire.
+
+The buffer's length is the dict's counter ``tdstore.rb.written``: the rows
+ever written, capped at ``max_size``, as torchrl's own storages count them.
+Every process reads the same figure (one round trip a ``len``).
+
+``TdStoreWriter`` is torchrl's round-robin writer with its cursor in the
+store as well: each ``extend`` reserves its rows with one atomic counter
+step (``tdstore.rb.cursor``), so collectors in several processes or on
+several machines extend one buffer without overwriting each other's rows.
+torchrl's default writer keeps its cursor in the process: it is right for a
+single writing process only. What stays per process is torchrl's: a
+prioritized sampler's priorities are those its own process wrote or
+updated. A row another writer reserved is counted once written; until then
+(a few milliseconds) sampling it reads zeros.
+
+Needs torchrl (pinned in deploy/python-requirements.txt).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+
+import torch
+from tensordict import TensorDict, is_tensor_collection
+from torchrl.data.replay_buffers.storages import Storage, StoreStorage
+from torchrl.data.replay_buffers.writers import RoundRobinWriter
+
+from ._errors import AlreadyExistsError, NotFoundError
+from ._store import TensorDictStore
+
+__all__ = ["TdStoreStorage", "TdStoreWriter"]
+
+# The dict's counters (tdstore counters: atomic across processes, machines
+# and daemons).
+WRITTEN = "tdstore.rb.written"  # rows written, the length before the cap
+CURSOR = "tdstore.rb.cursor"  # rows reserved by TdStoreWriters
+# Plain tensors (not TensorDicts) are kept under this key, as torchrl's
+# StoreStorage keeps them.
+_TENSOR_KEY = "_tensor"
+_STATE_FILE = "tdstore_storage.json"
+
+
+class TdStoreStorage(StoreStorage):
+    """A replay-buffer storage of ``max_size`` rows in the tdstore dict
+    ``name`` (a new name if None) at ``addr`` (default ``$TDSTORE_ADDR``).
+    ``options`` go to the tdstore Client (deadlines, tokens, TLS).
+
+    ``length_ttl`` (seconds): ``len()`` reuses the length it read within the
+    last ``length_ttl`` (a ``sample`` asks for it three times: torchrl's
+    sampler twice, ``get`` once). Rows other processes wrote meanwhile count
+    from the next read; 0 reads it every time. Once full, the length is
+    never read again (until ``empty()``).
+
+    A subclass of torchrl's ``StoreStorage`` (the seed's) only so torchrl
+    treats it as one where it asks (its default collate: samples are the
+    storage's own TensorDicts); every method is tdstore's own, and neither
+    redis-py nor tensordict's store is used."""
+
+    def __init__(self, max_size: int, name: str | None = None, addr: str | None = None, *,
+                 device=None, length_ttl: float = 0.005, **options):
+        Storage.__init__(self, max_size=max_size)
+        self._length_ttl = float(length_ttl)
+        self._length_read = (-1.0, 0)  # (monotonic time, length) of the last read
+        self._name = name or f"rb-{uuid.uuid4().hex}"
+        self._addr = addr
+        self._device = device
+        self._options = options
+        self._store: TensorDictStore | None = None
+        self._is_tensor: bool | None = None  # rows are plain tensors
+        self._full = False  # seen full: no length to ask for (until _empty)
+
+    # -- identity --
+
+    @property
+    def name(self) -> str:
+        """The tdstore dict that holds the rows."""
+        return self._name
+
+    @property
+    def handle(self) -> str | None:
+        """The dict's handle (``TensorDictStore.from_store`` opens it), or None
+        before the first write created it."""
+        store = self._opened()
+        return None if store is None else store.handle
+
+    @property
+    def store(self) -> TensorDictStore | None:
+        """The TensorDictStore of the rows (None before the first write)."""
+        return self._opened()
+
+    def _opened(self, create: bool = False) -> TensorDictStore | None:
+        """The dict, opened by name on first use; created (empty, batch
+        ``[max_size]``) if ``create`` and no process made it yet."""
+        if self._store is not None:
+            return self._store
+        try:
+            store = TensorDictStore.from_store(self._name, addr=self._addr, device=self._device,
+                                               **self._options)
+        except NotFoundError:
+            if not create:
+                return None
+            try:
+                store = TensorDictStore(batch_size=[self.max_size], addr=self._addr,
+                                        name=self._name, device=self._device, **self._options)
+            except AlreadyExistsError:  # another process made it meanwhile
+                store = TensorDictStore.from_store(self._name, addr=self._addr,
+                                                   device=self._device, **self._options)
+        if tuple(store.batch_size) != (self.max_size,):
+            raise ValueError(f"tdstore dict {self._name!r} has batch size "
+                             f"{list(store.batch_size)}, not [{self.max_size}] (max_size)")
+        self._store = store
+        return store
+
+    # -- torchrl's Storage --
+
+    def set(self, cursor, data, *, set_cursor: bool = True):
+        """Writes ``data`` at ``cursor`` (int, slice or tensor of rows): one
+        indexed write; a leaf the dict lacks is created zero-filled by
+        tdstored. With ``set_cursor``, the rows count toward the length."""
+        if set_cursor:
+            self._set_last_cursor(cursor)
+        if isinstance(data, list):
+            raise TypeError("TdStoreStorage stores TensorDicts, tensorclasses and tensors, not "
+                            "lists: stack them first")
+        is_tensor = isinstance(data, torch.Tensor) and not is_tensor_collection(data)
+        if not is_tensor and not is_tensor_collection(data):
+            raise TypeError(f"TdStoreStorage cannot store {type(data).__name__}: use a "
+                            "TensorDict, a tensorclass or a tensor")
+        store = self._opened(create=True)
+        if is_tensor:
+            rows = _rows_of(cursor, self.max_size)
+            data = TensorDict({_TENSOR_KEY: data}, batch_size=[rows] if rows is not None else [])
+        elif not isinstance(data, TensorDict) and hasattr(data, "_tensordict"):
+            data = data._tensordict  # a tensorclass: its fields
+        store[cursor] = data
+        self._is_tensor = is_tensor
+        if set_cursor:
+            n = min(store.counter_add(WRITTEN, _count(cursor, self.max_size)), self.max_size)
+            self._length_read = (time.monotonic(), n)  # what this write made it
+        self._bump_mutation_revision()
+
+    def get(self, index):
+        """The rows at ``index`` of the rows written so far (as torchrl's
+        TensorStorage: until the buffer is full, ``[:]``, negative positions
+        and masks are of the first ``len`` rows): a local TensorDict, one
+        indexed read."""
+        store = self._opened()
+        if store is None:
+            raise RuntimeError("Cannot get elements out of a non-initialized storage.")
+        out = store[self._within_length(index)]
+        if self._stores_tensors(store):
+            return out[_TENSOR_KEY]
+        return out
+
+    def _within_length(self, index):
+        """``index`` into the first ``len`` rows as an index into all rows."""
+        n = len(self)
+        if n == self.max_size:
+            return index
+        if index is Ellipsis:
+            return slice(0, n)
+        if isinstance(index, slice):
+            return slice(*index.indices(n))
+        if isinstance(index, int):
+            if not -n <= index < n:
+                raise IndexError(f"index {index} is out of bounds for {n} rows")
+            return index % n
+        if isinstance(index, torch.Tensor):
+            if index.dtype == torch.bool:
+                if index.shape[0] != n:
+                    raise IndexError(f"a mask of {index.shape[0]} for {n} rows")
+                return torch.cat([index, index.new_zeros(self.max_size - n)])
+            if bool(((index < -n) | (index >= n)).any()):
+                raise IndexError(f"an index out of bounds for {n} rows")
+            return index % n
+        return index
+
+    def _stores_tensors(self, store) -> bool:
+        if self._is_tensor is None:
+            self._is_tensor = list(store.keys()) == [_TENSOR_KEY]
+        return self._is_tensor
+
+    def __len__(self) -> int:
+        if self._full:
+            return self.max_size
+        at, n = self._length_read
+        now = time.monotonic()
+        if now - at <= self._length_ttl:
+            return n
+        store = self._opened()
+        if store is None:
+            return 0
+        n = min(store.counter_get(WRITTEN), self.max_size)
+        self._length_read = (now, n)
+        self._full = n == self.max_size
+        return n
+
+    def contains(self, item):
+        n = len(self)
+        if isinstance(item, int):
+            if item < 0:
+                item += n
+            return 0 <= item < n
+        if isinstance(item, torch.Tensor):
+            if item.dtype == torch.bool:
+                return bool(item.sum() <= n)
+            return (item >= -n) & (item < n)
+        raise NotImplementedError(f"type {type(item)} is not supported yet.")
+
+    def _empty(self):
+        """The length back to 0 (the rows stay until overwritten), for every
+        process."""
+        store = self._opened()
+        self._full = False
+        self._length_read = (-1.0, 0)
+        if store is not None:
+            for name in (WRITTEN, CURSOR):
+                while True:
+                    value = store.counter_get(name)
+                    if store.counter_cas(name, value, 0):
+                        break
+        self._bump_mutation_revision()
+
+    def state_dict(self) -> dict:
+        """Which dict holds the rows (the rows themselves stay in tdstore)."""
+        return {"name": self._name, "addr": self._addr, "max_size": self.max_size,
+                "handle": self.handle}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if int(state_dict["max_size"]) != self.max_size:
+            raise ValueError(f"state_dict is of a storage of {state_dict['max_size']} rows, "
+                             f"not {self.max_size}")
+        self._name = state_dict["name"]
+        self._addr = state_dict.get("addr", self._addr)
+        self._store = None
+        self._is_tensor = None
+        self._full = False
+        self._length_read = (-1.0, 0)
+        handle = state_dict.get("handle")
+        if handle is not None:
+            self._store = TensorDictStore.from_store(handle, addr=self._addr, device=self._device,
+                                                     **self._options)
+        self._bump_mutation_revision()
+
+    def dumps(self, path):
+        """Writes which dict holds the rows to ``path``/tdstore_storage.json;
+        the rows stay in tdstore (copy them with ``store.clone()`` or the
+        CLI's ``tdstore cp`` for a snapshot)."""
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, _STATE_FILE), "w") as f:
+            json.dump(self.state_dict(), f)
+
+    def loads(self, path):
+        with open(os.path.join(path, _STATE_FILE)) as f:
+            self.load_state_dict(json.load(f))
+
+    # StoreStorage keeps its length in the process; this storage keeps none.
+    __getstate__ = Storage.__getstate__
+    __setstate__ = Storage.__setstate__
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(name={self._name!r}, max_size={self.max_size}, "
+                f"len={len(self)})")
+
+
+class TdStoreWriter(RoundRobinWriter):
+    """torchrl's round-robin writer with the cursor in the TdStoreStorage's
+    dict: every ``add``/``extend`` reserves its rows with one atomic step, so
+    writers in several processes never write the same rows of one turn."""
+
+    def register_storage(self, storage) -> None:
+        if not isinstance(storage, TdStoreStorage):
+            raise TypeError(f"TdStoreWriter writes into a TdStoreStorage, not "
+                            f"{type(storage).__name__}")
+        super().register_storage(storage)
+
+    def _reserve(self, n: int) -> torch.Tensor:
+        store = self._storage._opened(create=True)
+        end = store.counter_add(CURSOR, n)
+        return torch.arange(end - n, end) % self._storage.max_size
+
+    def add(self, data):
+        index = int(self._reserve(1)[0])
+        self._write_count += 1
+        self._storage.set(index, data)
+        self._bump_generation(index, data)
+        self._mark_update_entities(index)
+        return index
+
+    def extend(self, data):
+        if is_tensor_collection(data) or isinstance(data, torch.Tensor):
+            n = len(data)
+        else:
+            raise TypeError(f"TdStoreWriter extends with a TensorDict or a tensor, not "
+                            f"{type(data).__name__}")
+        if n == 0:
+            raise RuntimeError(f"Expected at least one element in extend. Got {data=}")
+        index = self._reserve(n)
+        self._write_count += n
+        self._storage.set(index, data)
+        self._bump_generation(index, data)
+        self._mark_update_entities(index)
+        return index
+
+
+def _rows_of(cursor, max_size: int) -> int | None:
+    """The rows ``cursor`` selects as a batch size; None for one row (int)."""
+    if isinstance(cursor, int):
+        return None
+    if isinstance(cursor, slice):
+        return len(range(*cursor.indices(max_size)))
+    cursor = torch.as_tensor(cursor)
+    return int(cursor.sum()) if cursor.dtype == torch.bool else cursor.numel()
+
+
+def _count(cursor, max_size: int) -> int:
+    rows = _rows_of(cursor, max_size)
+    return 1 if rows is None else rows
