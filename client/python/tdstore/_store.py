@@ -22,7 +22,9 @@ after which the cache is refreshed and the write retried once.
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib
+import os
 import uuid
 import warnings
 from typing import Any, Callable, Sequence
@@ -983,11 +985,28 @@ class TensorDictStore(TensorDictBase):
 
     __getitems__ = __getitem__
 
-    def _index_read(self, index) -> TensorDict:
+    def _index_read(self, index, paths=None) -> TensorDict:
+        """td[index]: the rows of every leaf, or of the leaves under each of
+        ``paths`` (full paths), in one indexed read."""
         conv = convert_index(index, self._batch_size)
-        batch, leaves = self._dict.read(self._read_paths, conv.terms, dlpack=True)
+        paths = self._read_paths if paths is None else paths
+        batch, leaves = self._dict.read(paths, conv.terms, dlpack=True)
         out = _to_tensordict(_nest(leaves, len(self._prefix)), batch, self._device)
         return out[conv.post] if conv.post is not None else out
+
+    def get_async(self, index) -> concurrent.futures.Future:
+        """``td[index]`` without waiting: a Future of the local TensorDict of
+        those rows (or of the leaf, for a key). The read runs on a thread of
+        this process's prefetch pool (4 threads; the native call releases the
+        GIL), so a trainer keeps a few batches in flight while it computes:
+
+            nxt = td.get_async(idx1)
+            for step in ...:
+                batch, nxt = nxt.result(), td.get_async(next_idx)
+                train(batch)
+
+        Errors are raised by ``result()``, as ``td[index]`` raises them."""
+        return _prefetch_pool().submit(self.__getitem__, index)
 
     def _index_tensordict(self, index, new_batch_size=None, names=None):
         return self._index_read(index)
@@ -1758,6 +1777,19 @@ def _unpickle(handle, options, prefix, batch_size, device):
     native_dict = _native.open_handle(handle, **options)
     client = Client._wrap(native_dict.client, options)
     return TensorDictStore._wrap(native_dict, client, batch_size, device, prefix)
+
+
+_POOL: tuple | None = None  # (pid, ThreadPoolExecutor) of get_async
+
+
+def _prefetch_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """This process's pool for get_async (a forked child makes its own: the
+    parent's threads do not exist there)."""
+    global _POOL
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), concurrent.futures.ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix="tdstore-prefetch"))
+    return _POOL[1]
 
 
 def open_handle(handle: str, *, device=None, **options) -> TensorDictStore:
