@@ -9,7 +9,10 @@ The setup of torchrl's StoreStorage PR (#3516): a buffer of ``--size`` rows,
 ``obs`` of ``--obs`` float32, batch 256. "fill" extends ``--fill`` rows in
 chunks of ``--chunk``; "sample" is ``rb.sample()`` of 256 rows. Each
 iteration runs every storage in turn, so all see the same machine noise;
-figures are medians, and ratios are against LazyTensorStorage.
+figures are medians, and ratios are against LazyTensorStorage. With
+``--compute-ms``, each sample is followed by that long a pause (a training
+step), during which a prefetching buffer reads ahead: its sample time is
+then what the trainer waits.
 """
 
 import argparse
@@ -44,6 +47,11 @@ def buffers(args) -> dict:
     out["TdStoreStorage"] = lambda: ReplayBuffer(
         storage=TdStoreStorage(args.size, addr=args.addr), writer=TdStoreWriter(),
         batch_size=256)
+    # torchrl's own prefetch (threads keeping samples in flight): what a
+    # trainer waits for per sample when it computes between samples.
+    out["TdStoreStorage, prefetch 3"] = lambda: ReplayBuffer(
+        storage=TdStoreStorage(args.size, addr=args.addr), writer=TdStoreWriter(),
+        batch_size=256, prefetch=3)
     return out
 
 
@@ -66,6 +74,8 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=500)
     parser.add_argument("--iters", type=int, default=100)
     parser.add_argument("--fills", type=int, default=5)
+    parser.add_argument("--compute-ms", type=float, default=0.0,
+                        help="sleep this long after each sample, as a training step would")
     args = parser.parse_args()
     makers = buffers(args)
     data = rows(args.fill, args.obs)
@@ -90,6 +100,8 @@ def main() -> None:
                 batch = rb.sample()
                 sample[name].append(time.perf_counter() - start)
                 assert batch.batch_size == torch.Size([256])
+                if args.compute_ms:
+                    time.sleep(args.compute_ms / 1e3)  # the trainer's step
     finally:
         for rb in kept.values():
             drop(rb)
