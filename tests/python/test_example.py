@@ -21,3 +21,19 @@ def test_replay_trainer(addr, monkeypatch):
     assert result["rows_seen_first"] < 2048
     assert result["final_loss"] < 0.2 * result["first_loss"], result
     assert "replay_trainer" in sys.modules
+
+
+def test_shared_replay(addr, monkeypatch):
+    """examples/python/shared_replay.py: two collector processes and a learner
+    share one torchrl buffer through tdstored."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    import shared_replay
+
+    result = shared_replay.main(addr, capacity=4096, rows=1024, chunk=128, steps=150,
+                                delay=0.02, verbose=False)
+    assert result["exitcodes"] == [0, 0]
+    assert result["rows_written"] == 2048
+    assert result["rows_per_collector"] == [1024, 1024]  # neither overwrote the other
+    assert result["rewards_match"]
+    assert result["rows_seen_first"] < 2048  # the learner trained while they collected
+    assert result["final_loss"] < 0.2 * result["first_loss"], result
