@@ -454,23 +454,6 @@ PYBIND11_MODULE(_native, m) {
       py::arg("dtype"), py::arg("shape"), py::arg("ptr"), py::arg("nbytes"),
       "the value (bytes) of the ragged cell holding the nbytes at ptr as a tensor of `shape`");
   m.def(
-      "decode_ragged_cell",
-      [](const std::string& dtype_name, const py::bytes& value) {
-        absl::StatusOr<DType> dtype = RaggedDType(dtype_name);
-        if (!dtype.ok()) throw Error(StatusCode::kDataLoss, std::string(dtype.status().message()));
-        char* data = nullptr;
-        Py_ssize_t size = 0;
-        PyBytes_AsStringAndSize(value.ptr(), &data, &size);
-        absl::StatusOr<RaggedCell> cell =
-            DecodeRaggedCell(*dtype, std::string_view(data, static_cast<size_t>(size)));
-        if (!cell.ok()) throw Error(StatusCode::kDataLoss, std::string(cell.status().message()));
-        return py::make_tuple(py::tuple(py::cast(cell->shape)),
-                              py::bytes(cell->data.data(), cell->data.size()));
-      },
-      py::arg("dtype"), py::arg("value"),
-      "(shape, element bytes) of the ragged cell a slot's value holds; DataLossError for bytes "
-      "no tdstore client wrote");
-  m.def(
       "decode_ragged_rows",
       [](const std::string& dtype_name, uintptr_t ptr, int64_t count, int64_t slot) {
         absl::StatusOr<DType> dtype = RaggedDType(dtype_name);

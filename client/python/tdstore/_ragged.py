@@ -81,11 +81,6 @@ def encode_cell(value: torch.Tensor) -> bytes:
                                       t.numel() * t.element_size())
 
 
-def decode_cell(spec: str, raw: bytes) -> torch.Tensor:
-    shape, data = _native.decode_ragged_cell(spec, raw)
-    return _cell_tensor(spec, shape, bytearray(data))
-
-
 def _cell_tensor(spec: str, shape, data: bytearray) -> torch.Tensor:
     from ._store import _DTYPES
     dtype = _DTYPES[spec]
@@ -122,20 +117,6 @@ def from_tensors(path_str: str, tensors: list, cells, dtype: torch.dtype | None 
     return Values(RAGGED, False, tensors, cells, spec=_DTYPE_NAMES[dtype])
 
 
-def _cells_of(td, key) -> list:
-    """The tensors of ``key`` over every batch cell of ``td``, C order."""
-    if isinstance(td, LazyStackedTensorDict):
-        out = []
-        for sub in td.tensordicts:
-            out.extend(_cells_of(sub, key))
-        return out
-    t = td.get(key)
-    n = td.batch_dims
-    if n == 0:
-        return [t]
-    return list(t.reshape((td.batch_size.numel(),) + tuple(t.shape[n:])).unbind(0))
-
-
 def _plain_elements(td) -> list:
     """The plain (not lazily stacked) elements of a lazy stack, C order."""
     if isinstance(td, LazyStackedTensorDict):
@@ -144,6 +125,17 @@ def _plain_elements(td) -> list:
             out.extend(_plain_elements(sub))
         return out
     return [td]
+
+
+def _cells_of(td, key) -> list:
+    """The tensors of ``key`` over every batch cell of ``td``, C order."""
+    out = []
+    for e in _plain_elements(td):
+        t = e.get(key)
+        n = e.batch_dims
+        out.extend(t.reshape((e.batch_size.numel(),) + tuple(t.shape[n:])).unbind(0) if n
+                   else [t])
+    return out
 
 
 def _leaf_keys(td) -> set:

@@ -116,10 +116,7 @@ def encode_value(kind: str, value) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode("utf-8")
 
 
-def decode_value(kind: str, raw: bytes, spec: str = ""):
-    if kind == RAGGED:
-        from ._ragged import decode_cell
-        return decode_cell(spec, raw)
+def decode_value(kind: str, raw: bytes):
     if kind == "text":
         return raw.decode("utf-8")
     if kind == "bytes":
@@ -210,7 +207,7 @@ def decode_rows(kind: str, slots: torch.Tensor, spec: str = "") -> list:
     slots = slots.contiguous()
     count = math.prod(slots.shape[:-1])
     raw = _native.decode_values(slots.data_ptr(), count, slots.shape[-1]) if count else []
-    return [decode_value(kind, r, spec) for r in raw]
+    return [decode_value(kind, r) for r in raw]
 
 
 _SCALAR = torch.Size(())
