@@ -115,6 +115,9 @@ absl::Status CheckRequest(const ServiceLimits& limits, const v1::DeleteLeavesReq
 absl::Status CheckRequest(const ServiceLimits& limits, const v1::WriteBegin& begin) {
   if (auto s = CheckDictName(limits, begin.dict()); !s.ok()) return s;
   if (auto s = CheckLeafCount(limits, begin.leaf_count()); !s.ok()) return s;
+  if (begin.has_index() && begin.has_ring()) {
+    return absl::InvalidArgumentError("a write names its rows by an index or by a ring, not both");
+  }
   if (begin.has_index()) return CheckIndex(limits, begin.index());
   return absl::OkStatus();
 }

@@ -375,7 +375,7 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
     if (!begin.ok()) return NothingApplied(ctx, begin.status());
     if (auto s = Admit(grant, begin->dict(), Access::kWrite); !s.ok()) return s;
     if (auto s = CheckRequest(limits_, *begin); !s.ok()) return NothingApplied(ctx, s);
-    if (begin->has_index()) {
+    if (begin->has_index() || begin->has_ring()) {
       // Nothing is written before the store call that ends it, which
       // either writes or reports an error that says what it did.
       bool attempted = false;
@@ -448,8 +448,12 @@ absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegi
 
 absl::Status TdStoreService::WriteIndexed(WriteStream& stream, const v1::WriteBegin& begin,
                                           v1::WriteLeavesResponse* resp, bool* attempted) {
-  auto index = FromProto(begin.index());
-  if (!index.ok()) return index.status();
+  std::optional<plan::IndexSpec> index;
+  if (begin.has_index()) {
+    auto spec = FromProto(begin.index());
+    if (!spec.ok()) return spec.status();
+    index = *std::move(spec);
+  }
   // Every value is received and checked before anything is written: the
   // rows of all leaves in one block go to Redis in one script call.
   // The values are held until the write: each header's bytes (and what
@@ -496,9 +500,20 @@ absl::Status TdStoreService::WriteIndexed(WriteStream& stream, const v1::WriteBe
     }
   }
   *attempted = true;
+  const store::DictRef ref{begin.dict(), begin.dict_id()};
+  if (!index) {
+    const v1::RingAppend& ring = begin.ring();
+    auto appended =
+        store_->AppendToRing(ref, {ring.cursor(), ring.rows(), ring.count()}, values, held);
+    if (!appended.ok()) return appended.status();
+    for (const store::Leaf& leaf : appended->written) ToProto(leaf, resp->add_written());
+    resp->set_version(appended->version);
+    resp->set_ring_start(appended->start);
+    resp->set_count_value(appended->count_value);
+    return absl::OkStatus();
+  }
   int64_t version = 0;
-  auto written =
-      store_->WriteIndexed({begin.dict(), begin.dict_id()}, *index, values, held, &version);
+  auto written = store_->WriteIndexed(ref, *index, values, held, &version);
   if (!written.ok()) return written.status();
   for (const store::Leaf& leaf : *written) ToProto(leaf, resp->add_written());
   resp->set_version(version);

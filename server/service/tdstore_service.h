@@ -127,7 +127,7 @@ class TdStoreService final
 
  private:
   // The forms of WriteLeaves after its WriteBegin: whole leaves, or
-  // td[index] = values.
+  // td[index] = values (or a ring append: rows reserved from a counter).
   absl::Status WriteWhole(WriteStream& stream, const v1::WriteBegin& begin,
                           v1::WriteLeavesResponse* resp);
   // `*attempted` is set once the store is asked to write: a failure after

@@ -20,6 +20,8 @@ absl::StatusOr<std::string> IdOf(DictStore& dicts, const DictRef& ref) {
   return dicts.LookupId(ref.name);
 }
 
+}  // namespace
+
 absl::Status CheckStateName(std::string_view kind, std::string_view name) {
   if (name.empty() || name.size() > static_cast<size_t>(kMaxAttrNameBytes)) {
     return absl::InvalidArgumentError(StrCat(kind, " names are 1 to ", kMaxAttrNameBytes,
@@ -27,8 +29,6 @@ absl::Status CheckStateName(std::string_view kind, std::string_view name) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::Status LockedError(std::string_view dict, std::string_view what) {
   return absl::FailedPreconditionError(

@@ -61,6 +61,10 @@ struct CounterResult {
 absl::StatusOr<CounterResult> ApplyCounter(DictStore& dicts, const DictRef& ref,
                                            const CounterOp& op);
 
+// INVALID_ARGUMENT unless `name` is 1..kMaxAttrNameBytes bytes: the rule
+// for attribute and counter names; `kind` ("counter") names it.
+absl::Status CheckStateName(std::string_view kind, std::string_view name);
+
 // FAILED_PRECONDITION for a change a locked dict refuses; `what` says which
 // ("add leaf 'obs'", "delete leaves").
 absl::Status LockedError(std::string_view dict, std::string_view what);

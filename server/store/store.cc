@@ -177,4 +177,10 @@ absl::StatusOr<std::vector<Leaf>> Store::WriteIndexed(const DictRef& ref,
   return WriteIndexedLeaves(dicts_, ref, index, values, lease, version);
 }
 
+absl::StatusOr<RingAppendResult> Store::AppendToRing(const DictRef& ref, const RingAppend& ring,
+                                                     const std::vector<IndexedWriteValue>& values,
+                                                     MemoryBudget::Lease& lease) {
+  return store::AppendToRing(dicts_, ref, ring, values, lease);
+}
+
 }  // namespace tdstore::store

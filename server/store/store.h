@@ -40,6 +40,7 @@
 #include "server/store/leaf_fill.h"
 #include "server/store/leaf_reader.h"
 #include "server/store/leaf_writer.h"
+#include "server/store/ring_append.h"
 #include "server/store/schema_watch.h"
 
 namespace tdstore::store {
@@ -134,6 +135,12 @@ class Store {
                                                  const std::vector<IndexedWriteValue>& values,
                                                  MemoryBudget::Lease& lease,
                                                  int64_t* version = nullptr);
+
+  // A ring buffer's append: rows reserved from a counter, written, then
+  // counted (ring_append.h).
+  absl::StatusOr<RingAppendResult> AppendToRing(const DictRef& ref, const RingAppend& ring,
+                                                const std::vector<IndexedWriteValue>& values,
+                                                MemoryBudget::Lease& lease);
 
   // The dict's lock, attributes and counters (dict_state.h). SetLocked and
   // UpdateAttrs return the schema afterwards (its version moved on).

@@ -230,3 +230,53 @@ def test_counter_cas_get_and_bad_input(new_store):
         td.counter_add("")
     with pytest.raises(TypeError):
         td.counter_add("c", 1.5)
+
+
+def test_append_ring_follows_a_local_ring_and_refusals_change_nothing(new_store):
+    """append_ring against a local TensorDict ring written with torch's own
+    indexing: random batch sizes that wrap, a new key created zero-filled
+    mid-way, values cast to the leaves' dtypes; then refusals leave the
+    rows and both counters as they were."""
+    size = 23
+    td = new_store([size])
+    # The first append creates the keys with its own dtypes (n: int32);
+    # later ones send int16 too, cast to the leaf's int32.
+    model = TensorDict({"obs": torch.zeros(size, 3), "n": torch.zeros(size, dtype=torch.int32)},
+                       [size])
+    rng = random.Random(3)
+    cursor = 0
+    for k in range(30):
+        rows = rng.randint(1, size)
+        batch = TensorDict({"obs": torch.randn(rows, 3),
+                            "n": (torch.arange(rows) + 100 * k).to(
+                                torch.int16 if k % 2 else torch.int32)}, [rows])
+        if k == 10:  # a key the dict lacks: created zero-filled, then written
+            model["extra"] = torch.zeros(size, 2, dtype=torch.float64)
+        if k >= 10:
+            batch["extra"] = torch.rand(rows, 2, dtype=torch.float64)
+        start, count = td.append_ring(batch, cursor="c", count="w")
+        assert start == cursor
+        cursor += rows
+        assert count == cursor
+        rows_at = torch.arange(start, start + rows) % size
+        for key, value in batch.items():  # cast, as tdstore's indexed writes do
+            model[key][rows_at] = value.to(model[key].dtype)
+    got = td.to_local()
+    assert set(got.keys()) == set(model.keys())
+    for key in model.keys():
+        assert got[key].dtype == model[key].dtype
+        assert torch.equal(got[key], model[key]), key
+
+    before = td.to_local()
+    for bad in (TensorDict({"obs": torch.zeros(4, 5)}, [4]),  # another element shape
+                TensorDict({"obs": torch.zeros(size + 1, 3)}, [size + 1]),  # more than the ring
+                TensorDict({}, [4]),  # no key
+                TensorDict({"obs": torch.zeros(3)}, [])):  # no batch dim
+        with pytest.raises((tdstore.InvalidArgumentError, ValueError)):
+            td.append_ring(bad, cursor="c", count="w")
+    with pytest.raises(tdstore.InvalidArgumentError):
+        td.append_ring(TensorDict({"obs": torch.zeros(2, 3)}, [2]), cursor="", count="w")
+    assert td.counter_get("c") == cursor and td.counter_get("w") == cursor
+    after = td.to_local()
+    for key in before.keys():
+        assert torch.equal(after[key], before[key])

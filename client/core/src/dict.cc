@@ -57,22 +57,42 @@ std::shared_ptr<const DictInfo> Dict::TrustedSchema() const {
   return impl_->schemas->Trusted(name_, id_);
 }
 
-void Dict::write(const std::vector<LeafData>& leaves, const WriteOptions& options) const {
-  SchemaCopies* copies = impl_->schemas.get();
+namespace {
+
+// A write, with the watched schema copy told what it did: the leaves it
+// touched as they are now (an indexed write's version moved only if it
+// created some), or, if it failed in a way that may have changed them,
+// that the copy can no longer be trusted.
+v1::WriteLeavesResponse WriteAndRecord(const Client::Impl& impl, const std::string& name,
+                                       const std::string& id,
+                                       const std::vector<LeafData>& leaves,
+                                       const WriteOptions& options, const RingAppend* ring) {
+  SchemaCopies* copies = impl.schemas.get();
   v1::WriteLeavesResponse response;
   try {
-    response = WriteLeaves(*impl_, name_, id_, leaves, options);
+    response = WriteLeaves(impl, name, id, leaves, options, ring);
   } catch (const Error& e) {
-    if (copies != nullptr && !ChangedNothing(e.code())) copies->Unsure(name_, id_);
+    if (copies != nullptr && !ChangedNothing(e.code())) copies->Unsure(name, id);
     throw;
   }
-  if (copies == nullptr || leaves.empty()) return;
-  // Whole or indexed, `written` holds every leaf the write touched as it is
-  // now (an indexed write's version moved only if it created some).
+  if (copies == nullptr || leaves.empty()) return response;
   std::vector<LeafMeta> written;
   written.reserve(response.written_size());
   for (const v1::LeafInfo& leaf : response.written()) written.push_back(FromProto(leaf));
-  copies->Wrote(name_, id_, response.version(), written);
+  copies->Wrote(name, id, response.version(), written);
+  return response;
+}
+
+}  // namespace
+
+void Dict::write(const std::vector<LeafData>& leaves, const WriteOptions& options) const {
+  WriteAndRecord(*impl_, name_, id_, leaves, options, nullptr);
+}
+
+RingAppended Dict::append_ring(const std::vector<LeafData>& leaves, const RingAppend& ring) const {
+  if (leaves.empty()) throw Error(StatusCode::kInvalidArgument, "a ring append needs a leaf");
+  v1::WriteLeavesResponse response = WriteAndRecord(*impl_, name_, id_, leaves, {}, &ring);
+  return {response.ring_start(), response.count_value()};
 }
 
 void Dict::read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options) const {

@@ -332,8 +332,10 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
 
 }  // namespace
 
-v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
-                 const std::vector<LeafData>& leaves, const WriteOptions& options) {
+v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string& dict,
+                                    const std::string& dict_id,
+                                    const std::vector<LeafData>& leaves,
+                                    const WriteOptions& options, const RingAppend* ring) {
   std::vector<v1::DType> dtypes;
   dtypes.reserve(leaves.size());
   for (const LeafData& leaf : leaves) dtypes.push_back(CheckWritable(leaf));
@@ -343,6 +345,16 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
   begin.mutable_begin()->set_dict_id(dict_id);
   begin.mutable_begin()->set_leaf_count(static_cast<int32_t>(leaves.size()));
   if (options.index != nullptr) ToProto(*options.index, begin.mutable_begin()->mutable_index());
+  if (ring != nullptr) {
+    if (options.index != nullptr) {
+      throw Error(StatusCode::kInvalidArgument,
+                  "a write names its rows by an index or by a ring, not both");
+    }
+    v1::RingAppend* r = begin.mutable_begin()->mutable_ring();
+    r->set_cursor(ring->cursor);
+    r->set_rows(ring->rows);
+    r->set_count(ring->count);
+  }
   begin.mutable_begin()->set_refuse_if_locked(options.refuse_if_locked);
   CheckRequestSize(begin);
   // Nothing to write is not worth a call (and has nothing to make visible);
@@ -350,14 +362,17 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
   if (leaves.empty()) return {};
 
   // Writing the same values again leaves the same state, so a write that
-  // failed UNAVAILABLE (whatever it did) is simply sent again.
+  // failed UNAVAILABLE (whatever it did) is simply sent again. A ring
+  // append is not: it reserves rows each time.
+  const Retrier::Safety safety =
+      ring != nullptr ? Retrier::kOnlyIfNothingApplied : Retrier::kIdempotent;
   Retrier retry(impl.options);
   for (;;) {
     WriteStream stream;
     impl.Prepare(&stream.context, retry.deadline());
     grpc::Status status = WriteOnce(impl, begin, leaves, dtypes, options.progress, stream);
     if (status.ok()) return std::move(stream.response);
-    if (!retry.Again(status, Retrier::kIdempotent, stream.context)) impl.Fail(status);
+    if (!retry.Again(status, safety, stream.context)) impl.Fail(status);
   }
 }
 

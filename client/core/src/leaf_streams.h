@@ -18,9 +18,14 @@ namespace tdstore::core {
 // together when it ends, or none is. Retried on UNAVAILABLE within
 // retry_for: writing the same values again leaves the same state. Returns
 // tdstored's answer (the leaves written, the schema version after); an
-// empty list makes no call and returns an empty answer.
-v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
-                 const std::vector<LeafData>& leaves, const WriteOptions& options);
+// empty list makes no call and returns an empty answer. With `ring`
+// (Dict::append_ring), the rows are the ring's instead of options.index,
+// and the call is repeated only if tdstored says it changed nothing.
+v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string& dict,
+                                    const std::string& dict_id,
+                                    const std::vector<LeafData>& leaves,
+                                    const WriteOptions& options,
+                                    const RingAppend* ring = nullptr);
 
 // Dict::read (core.h).
 void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,

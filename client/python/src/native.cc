@@ -606,6 +606,19 @@ PYBIND11_MODULE(_native, m) {
           py::arg("leaves"), py::arg("index") = py::none(), py::arg("progress") = py::none(),
           py::arg("refuse_if_locked") = false)
       .def(
+          "append_ring",
+          [](const core::Dict& dict, const py::list& leaves, const std::string& cursor,
+             int64_t rows, const std::string& count) {
+            const std::vector<core::LeafData> data = ToLeafData(leaves);
+            core::RingAppended out;
+            {
+              py::gil_scoped_release nogil;
+              out = dict.append_ring(data, {cursor, rows, count});
+            }
+            return py::make_tuple(out.start, out.count_value);
+          },
+          py::arg("leaves"), py::arg("cursor"), py::arg("rows"), py::arg("count") = "")
+      .def(
           "read",
           [](const core::Dict& dict, const std::vector<std::vector<std::string>>& paths,
              const py::object& index, const py::object& exact_leaf, const py::object& progress,

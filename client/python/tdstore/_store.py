@@ -248,6 +248,20 @@ def _as_tensor(path, value):
         return _values.from_non_tensor(_path_str(path), value)
 
 
+def _leading_rows(value, items) -> int:
+    """The rows an append of ``value`` (flattened to ``items``) carries: its
+    batch dim 0 (a TensorDict's, else the first leaf's leading dim)."""
+    if is_tensor_collection(value) and not isinstance(value, TensorDictStore):
+        if not value.batch_dims:
+            raise ValueError("appended rows need a batch dim: got batch size []")
+        return int(value.batch_size[0])
+    first = items[0][1]
+    shape = first.cells if isinstance(first, Values) else first.shape
+    if not len(shape):
+        raise ValueError(f"appended rows need a leading dim: {_path_str(items[0][0])} has none")
+    return int(shape[0])
+
+
 def _flatten(value, path, out):
     """Append ``(path, tensor)`` for every leaf of ``value`` (tensor, dict,
     TensorDict, TensorDictStore) under ``path``."""
@@ -1027,17 +1041,26 @@ class TensorDictStore(TensorDictBase):
 
     # -- writes --
 
-    def _write(self, items, terms=None, refuse_if_locked=False):
-        leaves, keep = _native_leaves(items, None if terms is not None else self._batch_size)
-        self._dict.write(leaves, terms, refuse_if_locked=refuse_if_locked)
+    def _write(self, items, terms=None, refuse_if_locked=False, ring=None):
+        """One write of ``items``: whole leaves, or the rows ``terms`` select,
+        or with ``ring`` ((cursor, rows, count)) a ring append, whose
+        (start, count value) it returns."""
+        rows = terms is not None or ring is not None
+        leaves, keep = _native_leaves(items, None if rows else self._batch_size)
+        result = None
+        if ring is None:
+            self._dict.write(leaves, terms, refuse_if_locked=refuse_if_locked)
+        else:
+            result = self._dict.append_ring(leaves, *ring)
         for (path, _), leaf in zip(items, leaves):
             self._dtypes[path] = leaf[1]
-            if terms is None:  # a whole write sets what the leaf is
+            if not rows:  # a whole write sets what the leaf is
                 if len(leaf) == 7 and leaf[5] == RAGGED:
                     self._ragged_paths.add(path)
                 else:
                     self._ragged_paths.discard(path)
         del keep
+        return result
 
     def _check_batch_dims(self, items):
         """Every leaf starts with the batch dims. A NonTensorData (one value)
@@ -1118,6 +1141,27 @@ class TensorDictStore(TensorDictBase):
         # that in tdstored.
         self._indexed_write(_flatten(value, self._prefix, []), conv.terms, index=index)
 
+    def append_ring(self, rows, *, cursor: str, count: str | None = None) -> tuple[int, int]:
+        """Appends ``rows`` (a TensorDict or dict whose batch size is ``[n]``,
+        n >= 1) to this dict as to a ring buffer along batch dim 0, in one
+        call: tdstored reserves n rows from the dict counter ``cursor`` (its
+        value ``start`` before), writes the rows at positions ``(start + i) %
+        batch_size[0]``, as ``td[positions] = rows`` would (missing keys are
+        created zero-filled, values are cast to the leaves' dtypes), and then
+        adds n to the counter ``count`` (if given), which so only ever counts
+        rows already written. Any number of processes, on any machines, can
+        append to one ring: no two get the same rows of one turn.
+
+        Returns ``(start, count value afterwards)`` (0 without ``count``).
+        Refused rows (a bad shape, a key holding another kind of data) raise
+        as ``td[idx] = rows`` does; nothing is written, and the reservation is
+        given back unless another writer reserved after it."""
+        items = _flatten(rows, self._prefix, [])
+        if not items:
+            raise ValueError("append_ring needs at least one key to write")
+        n = _leading_rows(rows, items)
+        return self._indexed_write(items, None, index=slice(0, n), ring=(cursor, n, count or ""))
+
     def _value_rows(self, items):
         """Non-tensor values of an indexed write as rows of their leaves: one
         describe, for each leaf's kind and slot size. A leaf that cannot take
@@ -1163,7 +1207,7 @@ class TensorDictStore(TensorDictBase):
             out.append((p, v.as_rows(want, new_slot)))
         return out
 
-    def _indexed_write(self, items, terms, dtypes=None, index=None):
+    def _indexed_write(self, items, terms, dtypes=None, index=None, ring=None):
         """One indexed write, values cast to the leaves' dtypes. Without
         ``dtypes`` (fresh from describe) the cached dtypes are used; if tdstored
         refuses the write, the cache is refreshed and, if a dtype was stale, the
@@ -1175,13 +1219,13 @@ class TensorDictStore(TensorDictBase):
             ragged = self._ragged_items(items, index)
             if ragged is not None:
                 try:
-                    return self._indexed_write(ragged, terms, dtypes)
+                    return self._indexed_write(ragged, terms, dtypes, ring=ring)
                 except (TypeError, InvalidArgumentError):
                     # The hint may be stale (another process replaced the
                     # leaf): ask tdstored which leaves are ragged, once.
                     ragged = self._ragged_items(items, index, fresh=True)
                     if ragged is not None:
-                        return self._indexed_write(ragged, terms, dtypes)
+                        return self._indexed_write(ragged, terms, dtypes, ring=ring)
         cache = self._dtypes if dtypes is None else dtypes
         if any(isinstance(t, Values) for _, t in items):
             items = ([(p, t) for p, t in items if not isinstance(t, Values)]
@@ -1201,10 +1245,11 @@ class TensorDictStore(TensorDictBase):
 
         cast_items = cast(items)
         try:
-            self._write(cast_items, terms)
+            return self._write(cast_items, terms, ring=ring)
         except InvalidArgumentError:
             if index is not None and self._ragged_items(items, index, fresh=True) is not None:
-                return self._indexed_write(self._ragged_items(items, index), terms, dtypes)
+                return self._indexed_write(self._ragged_items(items, index), terms, dtypes,
+                                           ring=ring)
             if dtypes is not None:
                 raise
             sent = {p: _DTYPE_NAMES[t.dtype] for p, t in cast_items if not isinstance(t, Values)}
@@ -1212,7 +1257,7 @@ class TensorDictStore(TensorDictBase):
             if all(current.get(p, d) == d for p, d in sent.items()):
                 raise  # not a dtype problem: the server's message says what
             cache = current
-            self._write(cast(items), terms)
+            return self._write(cast(items), terms, ring=ring)
 
     def _ragged_items(self, items, index, fresh: bool = False):
         """``items`` with each tensor aimed at a ragged leaf turned into that

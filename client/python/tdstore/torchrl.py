@@ -109,24 +109,29 @@ class TdStoreStorage(StoreStorage):
 
     def _opened(self, create: bool = False) -> TensorDictStore | None:
         """The dict, opened by name on first use; created (empty, batch
-        ``[max_size]``) if ``create`` and no process made it yet."""
+        ``[max_size]``) if ``create`` and no process made it yet. A writer
+        tries to create it first (one call for a new buffer), a reader to
+        open it."""
         if self._store is not None:
             return self._store
-        try:
-            store = TensorDictStore.from_store(self._name, addr=self._addr, device=self._device,
-                                               **self._options)
-        except NotFoundError:
-            if not create:
-                return None
+        store = None
+        if create:
             try:
                 store = TensorDictStore(batch_size=[self.max_size], addr=self._addr,
                                         name=self._name, device=self._device, **self._options)
-            except AlreadyExistsError:  # another process made it meanwhile
+            except AlreadyExistsError:  # another process made it
+                pass
+        if store is None:
+            try:
                 store = TensorDictStore.from_store(self._name, addr=self._addr,
                                                    device=self._device, **self._options)
-        if tuple(store.batch_size) != (self.max_size,):
-            raise ValueError(f"tdstore dict {self._name!r} has batch size "
-                             f"{list(store.batch_size)}, not [{self.max_size}] (max_size)")
+            except NotFoundError:
+                if not create:
+                    return None
+                raise  # made and deleted again meanwhile
+            if tuple(store.batch_size) != (self.max_size,):
+                raise ValueError(f"tdstore dict {self._name!r} has batch size "
+                                 f"{list(store.batch_size)}, not [{self.max_size}] (max_size)")
         self._store = store
         return store
 
@@ -138,13 +143,7 @@ class TdStoreStorage(StoreStorage):
         tdstored. With ``set_cursor``, the rows count toward the length."""
         if set_cursor:
             self._set_last_cursor(cursor)
-        if isinstance(data, list):
-            raise TypeError("TdStoreStorage stores TensorDicts, tensorclasses and tensors, not "
-                            "lists: stack them first")
-        is_tensor = isinstance(data, torch.Tensor) and not is_tensor_collection(data)
-        if not is_tensor and not is_tensor_collection(data):
-            raise TypeError(f"TdStoreStorage cannot store {type(data).__name__}: use a "
-                            "TensorDict, a tensorclass or a tensor")
+        is_tensor = self._check_storable(data)
         store = self._opened(create=True)
         if is_tensor:
             rows = _rows_of(cursor, self.max_size)
@@ -157,6 +156,37 @@ class TdStoreStorage(StoreStorage):
             n = min(store.counter_add(WRITTEN, _count(cursor, self.max_size)), self.max_size)
             self._length_read = (time.monotonic(), n)  # what this write made it
         self._bump_mutation_revision()
+
+    def _append(self, data, rows: int) -> int:
+        """Appends ``rows`` rows (batch dim 0 of ``data``) at the ring's
+        cursor, in one tdstore call that reserves them, writes them and
+        counts them (TensorDictStore.append_ring). Returns the reserved
+        start (the rows are start .. start + rows - 1, mod max_size)."""
+        is_tensor = self._check_storable(data)
+        store = self._opened(create=True)
+        if is_tensor:
+            data = TensorDict({_TENSOR_KEY: data}, batch_size=[rows])
+        elif not isinstance(data, TensorDict) and hasattr(data, "_tensordict"):
+            data = data._tensordict  # a tensorclass: its fields
+        start, written = store.append_ring(data, cursor=CURSOR, count=WRITTEN)
+        self._is_tensor = is_tensor
+        self._length_read = (time.monotonic(), min(written, self.max_size))
+        self._full = written >= self.max_size
+        self._bump_mutation_revision()
+        return start
+
+    @staticmethod
+    def _check_storable(data) -> bool:
+        """Whether ``data`` is a plain tensor (else a tensor collection);
+        TypeError for anything else."""
+        if isinstance(data, list):
+            raise TypeError("TdStoreStorage stores TensorDicts, tensorclasses and tensors, not "
+                            "lists: stack them first")
+        is_tensor = isinstance(data, torch.Tensor) and not is_tensor_collection(data)
+        if not is_tensor and not is_tensor_collection(data):
+            raise TypeError(f"TdStoreStorage cannot store {type(data).__name__}: use a "
+                            "TensorDict, a tensorclass or a tensor")
+        return is_tensor
 
     def get(self, index):
         """The rows at ``index`` of the rows written so far (as torchrl's
@@ -284,8 +314,11 @@ class TdStoreStorage(StoreStorage):
 
 class TdStoreWriter(RoundRobinWriter):
     """torchrl's round-robin writer with the cursor in the TdStoreStorage's
-    dict: every ``add``/``extend`` reserves its rows with one atomic step, so
-    writers in several processes never write the same rows of one turn."""
+    dict: every ``add``/``extend`` is one tdstore call that reserves its
+    rows with one atomic step, writes them and then counts them
+    (``TensorDictStore.append_ring``), so writers in several processes never
+    write the same rows of one turn, and the length never counts a row
+    still being written."""
 
     def register_storage(self, storage) -> None:
         if not isinstance(storage, TdStoreStorage):
@@ -299,9 +332,10 @@ class TdStoreWriter(RoundRobinWriter):
         return torch.arange(end - n, end) % self._storage.max_size
 
     def add(self, data):
-        index = int(self._reserve(1)[0])
+        self._storage._check_storable(data)
+        start = self._storage._append(data.unsqueeze(0), 1)
+        index = start % self._storage.max_size
         self._write_count += 1
-        self._storage.set(index, data)
         self._bump_generation(index, data)
         self._mark_update_entities(index)
         return index
@@ -314,9 +348,19 @@ class TdStoreWriter(RoundRobinWriter):
                             f"{type(data).__name__}")
         if n == 0:
             raise RuntimeError(f"Expected at least one element in extend. Got {data=}")
-        index = self._reserve(n)
+        max_size = self._storage.max_size
+        if n <= max_size:
+            start = self._storage._append(data, n)
+            index = torch.arange(start, start + n) % max_size
+        else:
+            # More rows than the ring: the last max_size of them are what
+            # stays, as writing them in turn would leave; one reservation
+            # of all n keeps the cursor where n appends would leave it.
+            index = self._reserve(n)
+            self._storage.set(index[-max_size:], data[-max_size:], set_cursor=False)
+            store = self._storage.store
+            store.counter_add(WRITTEN, n)
         self._write_count += n
-        self._storage.set(index, data)
         self._bump_generation(index, data)
         self._mark_update_entities(index)
         return index

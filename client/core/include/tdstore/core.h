@@ -315,6 +315,19 @@ struct WriteOptions {
   bool refuse_if_locked = false;
 };
 
+// A ring buffer's append (Dict::append_ring): rows reserved from the
+// dict counter `cursor`, written at positions (old cursor + i) mod batch
+// dim 0, then counted in the counter `count` (if not empty).
+struct RingAppend {
+  std::string cursor;
+  int64_t rows = 0;
+  std::string count;
+};
+struct RingAppended {
+  int64_t start = 0;        // the cursor before: rows start .. start + rows - 1 (mod dim 0)
+  int64_t count_value = 0;  // `count` afterwards (0 without one)
+};
+
 // One leaf of a fill (Dict::fill): every element set to `element`, one
 // value of `dtype` (the leaf's, as the caller knows it), little-endian.
 struct LeafFill {
@@ -413,6 +426,21 @@ class Dict {
   // a leaf was replaced mid-stream is retried from the start: 3 times at
   // once, then with backoff while ClientOptions::retry_for lasts.
   void read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options = {}) const;
+
+  // A ring buffer's append in one call: what a replay buffer's collectors
+  // need to extend one buffer from many processes and machines. tdstored
+  // adds ring.rows to the counter ring.cursor (atomic), writes `leaves`
+  // (each of ring.rows rows, or broadcasting to them) at the rows reserved,
+  // as write() with an index of those positions (missing leaves created
+  // zero-filled), and then adds ring.rows to the counter ring.count, which
+  // so only ever counts rows already written. Writers never get the same
+  // rows of one turn. Errors: as write(), and INVALID_ARGUMENT for rows
+  // outside 1..batch dim 0 or a counter name outside 1..256 bytes. A
+  // refused append wrote nothing and gave its reservation back, unless
+  // another writer reserved after it (those rows then keep what they held,
+  // uncounted). Not repeated after UNAVAILABLE unless tdstored says it
+  // changed nothing: it is not safe to repeat.
+  RingAppended append_ring(const std::vector<LeafData>& leaves, const RingAppend& ring) const;
 
   // As TensorDict.keys(include_nested, leaves_only).
   std::vector<Key> keys(bool include_nested = false, bool leaves_only = false) const;
