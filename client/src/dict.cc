@@ -98,6 +98,13 @@ LocalDict Dict::get_many(const std::vector<Key>& paths) {
 
 LocalDict Dict::to_local() { return ReadLocal(core_, {}); }
 
+std::future<LocalDict> Dict::index_async(Index index, std::vector<Key> paths) const {
+  return core::ReadAhead([dict = *this, index = std::move(index),
+                          paths = std::move(paths)]() mutable {
+    return dict.index(index, paths);
+  });
+}
+
 LocalDict Dict::index(const Index& index, const std::vector<Key>& paths) {
   const core::Index terms = ToCoreIndex(index);
   core::ReadOptions options;

@@ -30,6 +30,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -262,6 +263,11 @@ class Dict {
   // Rows of all leaves that share a storage block are read atomically
   // together; rows in different blocks are not (docs/storage-layout.md).
   LocalDict index(const Index& index, const std::vector<Key>& paths = {});
+  // index() without waiting: it runs on the core's read-ahead threads
+  // (core::Dict::read_async says how) and the future gives the LocalDict,
+  // or throws index()'s error. For keeping batches in flight while a
+  // trainer computes.
+  std::future<LocalDict> index_async(Index index, std::vector<Key> paths = {}) const;
   // td[index] = values, for every leaf given, in one call. Each value's
   // shape must equal or broadcast to the indexed batch shape + the leaf's
   // element shape, and its dtype must equal the leaf's (see

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -442,6 +443,20 @@ class Dict {
   // changed nothing: it is not safe to repeat.
   RingAppended append_ring(const std::vector<LeafData>& leaves, const RingAppend& ring) const;
 
+  // read() without waiting: the read runs on one of the library's
+  // read-ahead threads (RunOnReadAheadThread) and this returns at once, so
+  // a trainer keeps the next batches in flight while it computes:
+  //
+  //   auto next = td.read_async({}, sink_b, core::Index{positions_b});
+  //   train(batch_a);
+  //   next.get();  // sink_b holds the rows, or this throws read()'s error
+  //
+  // The call owns copies of everything it needs (this Dict's client stays
+  // alive until it ends); `sink` must not be used by the caller before
+  // get() returns. INVALID_ARGUMENT (thrown here) for a null sink.
+  std::future<void> read_async(std::vector<Key> paths, std::shared_ptr<ReadSink> sink,
+                               std::optional<Index> index = std::nullopt) const;
+
   // As TensorDict.keys(include_nested, leaves_only).
   std::vector<Key> keys(bool include_nested = false, bool leaves_only = false) const;
   // The keys of the sub-dict at `prefix`, relative to it (a sub-dict
@@ -587,6 +602,27 @@ class Appender {
   explicit Appender(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
+
+// ---- Read-ahead ----------------------------------------------------------------
+
+// The library's read-ahead threads: kReadAheadThreads per process, shared by
+// every client, started on first use (and again in a forked child). Runs
+// `task` on one of them, in the order given, and returns at once. Tasks
+// should be reads (Dict::read_async): a task that blocks on another task's
+// future may wait forever once every thread does.
+inline constexpr int kReadAheadThreads = 4;
+void RunOnReadAheadThread(std::function<void()> task);
+
+// `task()` on a read-ahead thread; its future gives the result, or throws
+// what the task threw. The libtorch client's Dict::index_async is one.
+template <typename Task>
+auto ReadAhead(Task task) -> std::future<decltype(task())> {
+  using Result = decltype(task());
+  auto packaged = std::make_shared<std::packaged_task<Result()>>(std::move(task));
+  std::future<Result> result = packaged->get_future();
+  RunOnReadAheadThread([packaged] { (*packaged)(); });
+  return result;
+}
 
 // The element count of `shape` times the dtype's size; INVALID_ARGUMENT
 // naming `path` for a negative dim or an overflow.

@@ -1,0 +1,127 @@
+// Reads that do not block their caller: core::Dict::read_async and the
+// libtorch client's Dict::index_async, on the core's read-ahead threads.
+// Many in flight at once give exactly what blocking reads give; errors
+// reach future.get(); a future outlives the Dict and Client it came from.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "tdstore/client.h"
+#include "tdstore/core.h"
+#include "tests/e2e/e2e_env.h"
+#include "tests/e2e/expect_error.h"
+
+namespace tdstore::testing {
+namespace {
+
+constexpr int64_t kRows = 1000;
+constexpr int64_t kWidth = 8;
+
+// Keeps the one leaf it is given.
+class FloatSink : public core::ReadSink {
+ public:
+  void Begin(const std::vector<int64_t>&, int64_t) override {}
+  void* Leaf(const core::LeafMeta& leaf) override {
+    values.resize(static_cast<size_t>(leaf.byte_size) / sizeof(float));
+    return values.data();
+  }
+  std::vector<float> values;
+};
+
+// A dict of kRows rows, obs [kRows, kWidth] f32 = row * 100 + column.
+core::Dict MakeDict(const core::Client& client) {
+  std::vector<float> obs(kRows * kWidth);
+  for (int64_t i = 0; i < kRows * kWidth; ++i) obs[i] = float(i / kWidth * 100 + i % kWidth);
+  core::Dict dict = client.create(UniqueDictName(), {kRows});
+  dict.write({{"obs", DType::kFloat32, {kRows, kWidth}, obs.data(), kRows * kWidth * 4}});
+  return dict;
+}
+
+core::Index Positions(std::mt19937& rng, int n) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t& x : p) x = std::uniform_int_distribution<int64_t>(0, kRows - 1)(rng);
+  return {core::IndexTerm::Positions(p, {n})};
+}
+
+TEST(E2eReadAhead, ManyReadsInFlightGiveWhatBlockingReadsGive) {
+  core::Client client(DaemonAddress());
+  core::Dict dict = MakeDict(client);
+  std::mt19937 rng(11);
+  constexpr int kReads = 24;  // more than the read-ahead threads: some queue
+  std::vector<core::Index> indices;
+  std::vector<std::shared_ptr<FloatSink>> sinks;
+  std::vector<std::future<void>> futures;
+  for (int i = 0; i < kReads; ++i) {
+    indices.push_back(Positions(rng, 256));
+    sinks.push_back(std::make_shared<FloatSink>());
+    futures.push_back(dict.read_async({"obs"}, sinks.back(), indices.back()));
+  }
+  for (int i = 0; i < kReads; ++i) {
+    futures[i].get();
+    FloatSink blocking;
+    core::ReadOptions options;
+    options.index = &indices[i];
+    dict.read({"obs"}, blocking, options);
+    ASSERT_EQ(sinks[i]->values.size(), static_cast<size_t>(256 * kWidth));
+    EXPECT_EQ(sinks[i]->values, blocking.values) << "read " << i;
+  }
+  // No index: the whole leaf.
+  auto whole = std::make_shared<FloatSink>();
+  dict.read_async({"obs"}, whole).get();
+  EXPECT_EQ(whole->values.size(), static_cast<size_t>(kRows * kWidth));
+  EXPECT_EQ(whole->values[kWidth * 7 + 3], 703.0f);
+  dict.drop();
+}
+
+TEST(E2eReadAhead, ErrorsReachGetAndAFutureOutlivesItsDict) {
+  std::future<void> later;
+  auto sink = std::make_shared<FloatSink>();
+  std::string name;
+  {
+    core::Client client(DaemonAddress());
+    core::Dict dict = MakeDict(client);
+    name = dict.name();
+    EXPECT_EQ(ErrorOf([&] { dict.read_async({"missing"}, sink).get(); }).code(),
+              StatusCode::kNotFound);
+    core::Index out_of_range{core::IndexTerm::Int(kRows)};
+    EXPECT_EQ(ErrorOf([&] { dict.read_async({"obs"}, sink, out_of_range).get(); }).code(),
+              StatusCode::kOutOfRange);
+    EXPECT_EQ(ErrorOf([&] { dict.read_async({"obs"}, nullptr); }).code(),
+              StatusCode::kInvalidArgument);
+    later = dict.read_async({"obs"}, sink, core::Index{core::IndexTerm::Int(5)});
+  }  // the Dict and the Client are gone; the read holds what it needs
+  later.get();
+  EXPECT_EQ(sink->values, (std::vector<float>{500, 501, 502, 503, 504, 505, 506, 507}));
+  core::Client(DaemonAddress()).drop(name);
+}
+
+TEST(E2eReadAhead, LibtorchIndexAsyncGivesWhatIndexGives) {
+  Client client(DaemonAddress());
+  const std::string name = UniqueDictName();
+  Dict td = client.create(name, {kRows});
+  td.set("obs", at::rand({kRows, kWidth}));
+  td.set("reward", at::rand({kRows}));
+  std::vector<at::Tensor> positions;
+  std::vector<std::future<LocalDict>> futures;
+  for (int i = 0; i < 8; ++i) {
+    positions.push_back(at::randint(0, kRows, {256}, at::kLong));
+    futures.push_back(td.index_async(positions.back()));
+  }
+  for (int i = 0; i < 8; ++i) {
+    LocalDict got = futures[i].get();
+    LocalDict want = td.index(positions[i]);
+    ASSERT_EQ(got.batch_size, want.batch_size);
+    EXPECT_TRUE(at::equal(got.at("obs"), want.at("obs")));
+    EXPECT_TRUE(at::equal(got.at("reward"), want.at("reward")));
+  }
+  EXPECT_EQ(ErrorOf([&] { td.index_async(Index(int64_t(kRows))).get(); }).code(),
+            StatusCode::kOutOfRange);
+  td.core().drop();
+}
+
+}  // namespace
+}  // namespace tdstore::testing
