@@ -200,7 +200,8 @@ absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, cons
       total += CellBytes(schema, leaf->record) * static_cast<int64_t>(resolved->cells.size());
     }
     if (auto s = CheckSize(store.options().max_indexed_bytes, total); !s.ok()) return s;
-    auto lease = store.budget().Acquire(IndexedReadMemory(total) + IndexMemory(*resolved),
+    const auto runs = static_cast<int64_t>(resolved->cells.size() * leaves->size());
+    auto lease = store.budget().Acquire(IndexedReadMemory(total, runs) + IndexMemory(*resolved),
                                         "an indexed read's selection");
     if (!lease.ok()) return lease.status();
 

@@ -1,5 +1,6 @@
 #include "server/store/indexed_io.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -191,12 +192,24 @@ Shape IndexedShape(const DictSchema& schema, const LeafRecord& record,
 namespace {
 
 // How a read fetches one key's runs within a block: each run by itself, or
-// -- when they are dense, as a step slice's rows are -- one range covering
-// them all, the runs cut out of it here. Dense: the range moves at most
-// kCoverFactor times the runs' bytes. One GETRANGE of a range costs Redis
-// far less than a call per run (td[::3] of [10000, 64] f32: 5 covering
-// ranges in 31 ms, 16,670 GETRANGEs in 210 ms, through redis-py).
+// one range covering them all, the runs cut out of it here. Covering wins
+// when the range is dense, as a step slice's rows are: one GETRANGE of a
+// range costs Redis far less than a call per run (td[::3] of [10000, 64]
+// f32: 5 covering ranges in 31 ms, 16,670 GETRANGEs in 210 ms, through
+// redis-py). It also wins for a small leaf sampled at many rows (a replay
+// buffer's reward: 256 random rows of a 40 KB block), where a call per row
+// costs more than moving the whole block once: each call saved is worth
+// kRunCostBytes of moved bytes (a GETRANGE inside MULTI costs Redis and
+// tdstored about 1-2 us, a byte moved about 0.5 ns over its four copies).
+//
+// So a key's runs are covered if the range moves at most kCoverFactor times
+// the runs' bytes, or if what it moves beyond that is at most kRunCostBytes
+// per run and fits what is left of the read's allowance (CoverAllowance),
+// which bounds the memory a read can hold beyond kCoverFactor times its
+// selection.
 constexpr int64_t kCoverFactor = 4;
+constexpr int64_t kRunCostBytes = 2048;
+constexpr int64_t kMaxCoverExtraBytes = 8 << 20;
 
 struct Fetch {
   int key = 0;  // 1-based, as BlockWork::Run::key
@@ -205,22 +218,32 @@ struct Fetch {
 };
 
 // The fetches of one block's runs; `fetch_of[i]` is the fetch run i is cut
-// from.
-std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch_of) {
+// from. `*allowance` is what the read may still move beyond kCoverFactor
+// times its selection; covering ranges take from it.
+std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch_of,
+                               int64_t* allowance) {
   std::map<int, std::pair<int64_t, int64_t>> span;  // key -> [begin, end)
-  std::map<int, int64_t> selected;
+  std::map<int, std::pair<int64_t, int64_t>> selected;  // key -> (bytes, runs)
   for (const BlockWork::Run& r : work.runs) {
     auto [it, added] = span.emplace(r.key, std::make_pair(r.offset_in_part, r.offset_in_part + r.length));
     if (!added) {
       it->second.first = std::min(it->second.first, r.offset_in_part);
       it->second.second = std::max(it->second.second, r.offset_in_part + r.length);
     }
-    selected[r.key] += r.length;
+    selected[r.key].first += r.length;
+    selected[r.key].second += 1;
   }
   std::vector<Fetch> fetches;
   std::map<int, size_t> covering;  // key -> its covering fetch
   for (const auto& [key, range] : span) {
-    if (range.second - range.first <= kCoverFactor * selected[key]) {
+    const auto [bytes, runs] = selected[key];
+    const int64_t beyond = (range.second - range.first) - kCoverFactor * bytes;
+    bool cover = beyond <= 0;
+    if (!cover && runs > 1 && beyond <= kRunCostBytes * (runs - 1) && beyond <= *allowance) {
+      *allowance -= beyond;
+      cover = true;
+    }
+    if (cover) {
       covering[key] = fetches.size();
       fetches.push_back({key, range.first, range.second - range.first});
     }
@@ -240,7 +263,13 @@ std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch
 
 }  // namespace
 
-int64_t IndexedReadMemory(int64_t selected) { return (1 + kCoverFactor) * selected; }
+int64_t CoverAllowance(int64_t runs) {
+  return std::min(kMaxCoverExtraBytes, kRunCostBytes * std::max<int64_t>(runs, 0));
+}
+
+int64_t IndexedReadMemory(int64_t selected, int64_t runs) {
+  return (1 + kCoverFactor) * selected + CoverAllowance(runs);
+}
 
 absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
                                                      const DictSchema& schema,
@@ -254,6 +283,8 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
   }
   auto blocks = GroupByBlock(store, schema, index, leaves);
   if (!blocks.ok()) return blocks.status();
+  // What IndexedReadMemory leased for covering ranges beyond kCoverFactor.
+  int64_t allowance = CoverAllowance(cells * static_cast<int64_t>(leaves.size()));
 
   // Each block's fetches are read as one: a single GETRANGE, or GETRANGEs
   // in one MULTI/EXEC (all in the block's slot), so every leaf's rows of a
@@ -267,7 +298,7 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
     BlockCommand& cmd = commands.emplace_back();
     works.push_back(&work);
     fetch_of.emplace_back();
-    fetches.push_back(PlanFetches(work, &fetch_of.back()));
+    fetches.push_back(PlanFetches(work, &fetch_of.back(), &allowance));
     cmd.storage.reserve(work.keys.size() + 2 * fetches.back().size());
     for (const std::string& k : work.keys) cmd.storage.push_back(k);
     // `storage` does not reallocate from here on: views point into it.

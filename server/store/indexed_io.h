@@ -56,11 +56,15 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
                                                      const std::vector<const Leaf*>& leaves,
                                                      bool probe = false);
 
-// What a read of `selected` bytes may hold at once: the result, and the
-// fetched ranges it is cut from, which move up to 4x the selected bytes when
-// the runs are dense (a step slice's rows: one covering GETRANGE beats a
-// call per run).
-int64_t IndexedReadMemory(int64_t selected);
+// What a read of `selected` bytes in `runs` runs (cells x leaves) may hold
+// at once: the result, and the fetched ranges it is cut from. Those move up
+// to 4x the selected bytes when the runs are dense (a step slice's rows:
+// one covering GETRANGE beats a call per run), plus CoverAllowance(runs)
+// where one range replaces many calls for a small leaf (a sample's rows of
+// a reward leaf).
+int64_t IndexedReadMemory(int64_t selected, int64_t runs);
+// At most 2 KiB per run, and 8 MiB per read.
+int64_t CoverAllowance(int64_t runs);
 
 // One leaf's new values: C-order bytes at exactly IndexedShape().
 struct IndexedValue {

@@ -1,22 +1,40 @@
-"""torchrl replay buffers on three storages, in one run on one Redis:
+"""torchrl replay buffers on three storages, in one run on one machine:
 LazyTensorStorage (in memory), torchrl's StoreStorage over redis-py (the
-seed) and tdstore's TdStoreStorage.
+seed) and tdstore's TdStoreStorage, over TCP, over tdstored's unix socket
+and (with --cluster) on a Redis Cluster.
 
-    build/venv/bin/python tests/bench/replay_bench.py --addr 127.0.0.1:50051 \\
-        --redis 127.0.0.1:6379 [--size 10000] [--obs 64] [--fill 5000] [--iters 100]
+    build/venv/bin/python tests/bench/replay_bench.py                   # PR #3516's setup
+    build/venv/bin/python tests/bench/replay_bench.py --scenario large  # 1,000,000 rows
+    ... --cluster --iters 200 --markdown out.md
 
-The setup of torchrl's StoreStorage PR (#3516): a buffer of ``--size`` rows,
-``obs`` of ``--obs`` float32, batch 256. "fill" extends ``--fill`` rows in
-chunks of ``--chunk``; "sample" is ``rb.sample()`` of 256 rows. Each
-iteration runs every storage in turn, so all see the same machine noise;
-figures are medians, and ratios are against LazyTensorStorage. With
-``--compute-ms``, each sample is followed by that long a pause (a training
-step), during which a prefetching buffer reads ahead: its sample time is
-then what the trainer waits.
+The script starts its own redis-server and tdstored (TCP and a unix socket,
+python_bench.Env) and, with --cluster, a 3-master (+3 replica) loopback
+Redis Cluster with a second tdstored on it (seed_bench.ClusterEnv). The seed
+runs on the standalone redis-server, where tdstored's dicts live too.
+
+Scenarios (issue #16 item 4):
+  small  torchrl's StoreStorage PR (#3516): a buffer of 10,000 rows, obs
+         [64] float32 (with action [6], reward, done as a collector writes
+         them), 5,000 rows filled in extends of 500, batch 256;
+  large  a buffer of 1,000,000 rows of obs [84], action [6], reward, done,
+         filled to the brim in extends of 500 (the seed's fill takes most
+         of the run), batch 256.
+
+"fill" is the time to create the buffer and extend it, "sample" one
+``rb.sample()``. Every sampling round visits each storage in turn, so all
+see the same machine noise; figures are medians, ratios are against
+LazyTensorStorage. Then "prefetch": the TCP TdStoreStorage with torchrl's
+own ``prefetch=3`` (threads keeping samples in flight) and a training step
+of ``--compute-ms`` (a sleep) after each sample: what the trainer waits per
+sample, as p50, p99 and the worst of ``--iters``.
 """
 
+from __future__ import annotations
+
 import argparse
+import os
 import statistics
+import sys
 import time
 import uuid
 
@@ -24,7 +42,17 @@ import torch
 from tensordict import TensorDict
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 
-from tdstore.torchrl import TdStoreStorage, TdStoreWriter
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import python_bench as pb  # noqa: E402  (servers)
+import seed_bench  # noqa: E402  (the cluster)
+
+from tdstore.torchrl import TdStoreStorage, TdStoreWriter  # noqa: E402
+
+SCENARIOS = {
+    "small": {"size": 10_000, "obs": 64, "fill": 5_000},
+    "large": {"size": 1_000_000, "obs": 84, "fill": 1_000_000},
+}
+BATCH = 256
 
 
 def rows(n: int, obs: int) -> TensorDict:
@@ -32,26 +60,27 @@ def rows(n: int, obs: int) -> TensorDict:
                        "reward": torch.rand(n), "done": torch.zeros(n, dtype=torch.bool)}, [n])
 
 
-def buffers(args) -> dict:
-    out = {"LazyTensorStorage": lambda: ReplayBuffer(storage=LazyTensorStorage(args.size),
-                                                     batch_size=256)}
-    if args.redis:
-        from torchrl.data.replay_buffers import StoreStorage
-        host, port = args.redis.rsplit(":", 1)
+def storages(size: int, env, cluster_env) -> dict:
+    """name -> a function making an empty ReplayBuffer of that storage."""
+    from torchrl.data.replay_buffers import StoreStorage
 
-        def seed():
-            return ReplayBuffer(storage=StoreStorage(args.size, host=host, port=int(port),
-                                                     prefix=f"bench-rb-{uuid.uuid4().hex}"),
-                                batch_size=256)
-        out["StoreStorage (seed)"] = seed
-    out["TdStoreStorage"] = lambda: ReplayBuffer(
-        storage=TdStoreStorage(args.size, addr=args.addr), writer=TdStoreWriter(),
-        batch_size=256)
-    # torchrl's own prefetch (threads keeping samples in flight): what a
-    # trainer waits for per sample when it computes between samples.
-    out["TdStoreStorage, prefetch 3"] = lambda: ReplayBuffer(
-        storage=TdStoreStorage(args.size, addr=args.addr), writer=TdStoreWriter(),
-        batch_size=256, prefetch=3)
+    def tdstore(addr, **kw):
+        return lambda: ReplayBuffer(storage=TdStoreStorage(size, addr=addr),
+                                    writer=TdStoreWriter(), batch_size=BATCH, **kw)
+
+    out = {
+        "LazyTensorStorage": lambda: ReplayBuffer(storage=LazyTensorStorage(size),
+                                                  batch_size=BATCH),
+        "StoreStorage (seed)": lambda: ReplayBuffer(
+            storage=StoreStorage(size, host="127.0.0.1", port=env.redis_port,
+                                 prefix=f"bench-rb-{uuid.uuid4().hex}"),
+            batch_size=BATCH),
+        "TdStoreStorage TCP": tdstore(env.tcp_addr),
+        "TdStoreStorage unix": tdstore(env.unix_addr),
+    }
+    if cluster_env is not None:
+        out["TdStoreStorage cluster"] = tdstore(cluster_env.tcp_addr)
+    out["TdStoreStorage TCP, prefetch 3"] = tdstore(env.tcp_addr, prefetch=3)
     return out
 
 
@@ -64,56 +93,105 @@ def drop(rb) -> None:
         storage._storage.clear_redis()
 
 
+def fill(make, data, chunk: int):
+    rb = make()
+    start = time.perf_counter()
+    for s in range(0, len(data), chunk):
+        rb.extend(data[s:s + chunk])
+    return rb, time.perf_counter() - start
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--addr", default=None)
-    parser.add_argument("--redis", default=None, help="host:port of a Redis for the seed")
-    parser.add_argument("--size", type=int, default=10_000)
-    parser.add_argument("--obs", type=int, default=64)
-    parser.add_argument("--fill", type=int, default=5_000)
-    parser.add_argument("--chunk", type=int, default=500)
-    parser.add_argument("--iters", type=int, default=100)
-    parser.add_argument("--fills", type=int, default=5)
-    parser.add_argument("--compute-ms", type=float, default=0.0,
-                        help="sleep this long after each sample, as a training step would")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="small")
+    parser.add_argument("--chunk", type=int, default=500, help="rows per extend")
+    parser.add_argument("--iters", type=int, default=200, help="samples per storage")
+    parser.add_argument("--fills", type=int, default=None,
+                        help="fills per storage (median); default 5, large 1")
+    parser.add_argument("--compute-ms", type=float, default=1.0,
+                        help="the training step between prefetched samples")
+    parser.add_argument("--cluster", action="store_true",
+                        help="also TdStoreStorage on a 3-master loopback Redis Cluster")
+    parser.add_argument("--markdown", help="append the table here")
+    parser.add_argument("--tdstored", default=os.path.join(pb.REPO, "build/server/tdstored"))
+    parser.add_argument("--redis-server",
+                        default=pb.shutil.which("redis-server") or "redis-server")
     args = parser.parse_args()
-    makers = buffers(args)
-    data = rows(args.fill, args.obs)
-    fill = {name: [] for name in makers}
-    sample = {name: [] for name in makers}
+    sc = SCENARIOS[args.scenario]
+    fills = args.fills or (1 if args.scenario == "large" else 5)
+    torch.set_num_threads(1)  # the cores belong to what is measured
+    args.unix = False
+    env = pb.Env(args)
+    cluster_env = None
     kept = {}
     try:
-        for k in range(args.fills):
+        env.start()
+        if args.cluster:
+            cargs = argparse.Namespace(**vars(args))
+            cargs.cluster = True
+            cluster_env = seed_bench.ClusterEnv(cargs)
+            cluster_env.start()
+        makers = storages(sc["size"], env, cluster_env)
+        data = rows(sc["fill"], sc["obs"])
+        fill_s = {name: [] for name in makers}
+        for k in range(fills):
             for name, make in makers.items():
-                rb = make()
-                start = time.perf_counter()
-                for s in range(0, args.fill, args.chunk):
-                    rb.extend(data[s:s + args.chunk])
-                fill[name].append(time.perf_counter() - start)
-                if k == args.fills - 1:
+                rb, seconds = fill(make, data, args.chunk)
+                fill_s[name].append(seconds)
+                pb.log(f"fill {k + 1}/{fills} {name}: {seconds * 1e3:.1f} ms")
+                if k == fills - 1:
                     kept[name] = rb
                 else:
                     drop(rb)
+        sample_s = {name: [] for name in makers if "prefetch" not in name}
         for _ in range(args.iters):
-            for name, rb in kept.items():
+            for name in sample_s:
                 start = time.perf_counter()
-                batch = rb.sample()
-                sample[name].append(time.perf_counter() - start)
-                assert batch.batch_size == torch.Size([256])
-                if args.compute_ms:
-                    time.sleep(args.compute_ms / 1e3)  # the trainer's step
+                batch = kept[name].sample()
+                sample_s[name].append(time.perf_counter() - start)
+                assert batch.batch_size == torch.Size([BATCH])
+        prefetched = kept["TdStoreStorage TCP, prefetch 3"]
+        waits = []
+        for _ in range(args.iters):
+            start = time.perf_counter()
+            batch = prefetched.sample()
+            waits.append(time.perf_counter() - start)
+            assert batch.batch_size == torch.Size([BATCH])
+            time.sleep(args.compute_ms / 1e3)  # the trainer's step
     finally:
         for rb in kept.values():
             drop(rb)
-    base_fill = statistics.median(fill["LazyTensorStorage"])
-    base_sample = statistics.median(sample["LazyTensorStorage"])
-    print(f"buffer {args.size}, obs [{args.obs}], fill {args.fill} rows in chunks of "
-          f"{args.chunk} (median of {args.fills}), sample 256 (median of {args.iters}):")
-    print(f"  {'storage':<22} {'fill ms':>9} {'x mem':>7} {'sample ms':>10} {'x mem':>7}")
-    for name in makers:
-        f, s = statistics.median(fill[name]), statistics.median(sample[name])
-        print(f"  {name:<22} {f * 1e3:9.2f} {f / base_fill:7.1f} {s * 1e3:10.3f} "
-              f"{s / base_sample:7.1f}")
+        if cluster_env is not None:
+            cluster_env.stop()
+        env.stop()
+
+    base_fill = statistics.median(fill_s["LazyTensorStorage"])
+    base_sample = statistics.median(sample_s["LazyTensorStorage"])
+    seed_fill = statistics.median(fill_s["StoreStorage (seed)"])
+    seed_sample = statistics.median(sample_s["StoreStorage (seed)"])
+    title = (f"{args.scenario}: buffer {sc['size']:,}, obs [{sc['obs']}] + action [6], reward, "
+             f"done; fill {sc['fill']:,} rows in extends of {args.chunk} (median of {fills}); "
+             f"sample {BATCH} (median of {args.iters}); load {pb.loadavg()}")
+    lines = [title, "",
+             "| storage | fill ms | × in-memory | seed ÷ this | sample ms | × in-memory "
+             "| seed ÷ this |", "|---|--:|--:|--:|--:|--:|--:|"]
+    for name in sample_s:
+        f, s = statistics.median(fill_s[name]), statistics.median(sample_s[name])
+        lines.append(f"| {name} | {f * 1e3:.2f} | {f / base_fill:.1f} | {seed_fill / f:.1f} "
+                     f"| {s * 1e3:.3f} | {s / base_sample:.1f} | {seed_sample / s:.1f} |")
+    lines += ["", f"TdStoreStorage TCP with prefetch=3 and a {args.compute_ms:g} ms training step "
+              f"after each sample: the trainer waits p50 {quantile(waits, 0.5) * 1e3:.3f} ms, "
+              f"p99 {quantile(waits, 0.99) * 1e3:.3f} ms, worst {max(waits) * 1e3:.3f} ms "
+              f"(in-memory sample p50: {base_sample * 1e3:.3f} ms)."]
+    print("\n".join(lines))
+    if args.markdown:
+        with open(args.markdown, "a") as f:
+            f.write("\n".join(lines) + "\n\n")
 
 
 if __name__ == "__main__":
