@@ -37,3 +37,19 @@ def test_shared_replay(addr, monkeypatch):
     assert result["rewards_match"]
     assert result["rows_seen_first"] < 2048  # the learner trained while they collected
     assert result["final_loss"] < 0.2 * result["first_loss"], result
+
+
+def test_out_of_core_loader(addr, monkeypatch):
+    """examples/python/out_of_core_loader.py: a DataLoader with 2 spawned
+    workers reads an epoch of a 128 MiB dict in shuffled batches; every row
+    arrives once with its own values, and no worker grows by more than a
+    32 MiB budget, a quarter of the dataset (each reads half of it)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    import out_of_core_loader
+
+    result = out_of_core_loader.main(addr, rows=32_768, batch=512, budget_mib=32, verbose=False)
+    assert result["dataset_mib"] > 4 * result["budget_mib"]
+    assert result["every_row_once"]
+    assert result["values_match"]
+    assert result["workers"] == 2
+    assert max(result["worker_growth_mib"]) < result["budget_mib"], result
