@@ -65,7 +65,7 @@ struct IndexedWriteValue {
   LeafKind kind = LeafKind::kTensor;
   // A ragged leaf's cell dtype name (its record's value): must equal the
   // leaf's, and names it when the write creates the leaf. Empty otherwise.
-  std::string value;
+  std::string value = {};  // "= {}": aggregate initializers may leave it out
 };
 
 // td[index] = value for each value; missing leaves are created zero-filled
@@ -107,7 +107,7 @@ struct ZeroLeaf {
   DType dtype = DType::kUnspecified;
   Shape shape;  // full shape, batch dims first
   LeafKind kind = LeafKind::kTensor;
-  std::string value;  // a ragged leaf's cell dtype name; empty otherwise
+  std::string value = {};  // a ragged leaf's cell dtype name; empty otherwise
 };
 absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const DictSchema& schema,
                                                     const std::vector<ZeroLeaf>& leaves);

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, tensorclass
 from torchrl.data import (LazyTensorStorage, ReplayBuffer, SliceSampler,
                           TensorDictReplayBuffer)
 
@@ -83,16 +83,55 @@ def test_slice_sampling_and_tensordict_buffers(addr):
         storage.store.drop()
 
 
-def test_plain_tensors_are_rows_too(addr):
-    storage = TdStoreStorage(10, addr=addr)
-    rb = ReplayBuffer(storage=storage, batch_size=4)
-    try:
-        rb.extend(torch.arange(12.0).reshape(6, 2))
-        assert len(rb) == 6
-        assert torch.equal(storage.get(torch.tensor([0, 5])), torch.tensor([[0., 1.], [10., 11.]]))
-        assert rb.sample().shape == torch.Size([4, 2])
-    finally:
-        storage.store.drop()
+@tensorclass
+class Step:
+    obs: torch.Tensor
+    reward: torch.Tensor
+
+
+@pytest.mark.parametrize("writer", ["default", "tdstore"])
+def test_tensors_and_tensorclasses_come_back_as_stored_in_every_process(addr, writer):
+    """What LazyTensorStorage gives back, TdStoreStorage gives back: plain
+    tensors as tensors, a tensorclass as that tensorclass, a TensorDict as a
+    TensorDict; also through another storage object on the same dict (as
+    another process opens it) and in a spawned process."""
+    made = {"tensor": torch.arange(12.0).reshape(6, 2),
+            "tensorclass": Step(obs=torch.arange(12.0).reshape(6, 2), reward=torch.arange(6.0),
+                                batch_size=[6]),
+            "tensordict": batch(0, 6)}
+    for kind, data in made.items():
+        local = ReplayBuffer(storage=LazyTensorStorage(10), batch_size=4)
+        storage = TdStoreStorage(10, addr=addr)
+        rb = ReplayBuffer(storage=storage, batch_size=4,
+                          **({"writer": TdStoreWriter()} if writer == "tdstore" else {}))
+        try:
+            local.extend(data)
+            rb.extend(data)
+            assert len(rb) == 6
+            index = torch.tensor([0, 5, 3])
+            want = local.storage.get(index)
+            for got in (storage.get(index),
+                        TdStoreStorage(10, name=storage.name, addr=addr).get(index)):
+                assert type(got) is type(want), kind
+                if kind == "tensor":
+                    assert torch.equal(got, want)
+                else:
+                    assert (got == want).all(), kind
+            assert type(rb.sample()) is type(local.sample()), kind
+            ctx = mp.get_context("spawn")
+            queue = ctx.Queue()
+            child = ctx.Process(target=_type_of_rows, args=(storage.name, addr, queue))
+            child.start()
+            assert queue.get(timeout=120) == type(want).__name__, kind
+            child.join(60)
+        finally:
+            storage.store.drop()
+
+
+def _type_of_rows(name, addr, queue):
+    # Step's module (this test file) is imported here by unpickling the
+    # target, so the tensorclass is found; nothing is imported by name.
+    queue.put(type(TdStoreStorage(10, name=name, addr=addr).get(torch.tensor([1]))).__name__)
 
 
 def _collector(name, addr, start, n, chunk):
@@ -131,7 +170,7 @@ def test_state_dict_dumps_and_pickling_reopen_the_same_dict(addr, tmp_path):
     rb = ReplayBuffer(storage=storage, batch_size=4, writer=TdStoreWriter())
     try:
         rb.extend(batch(0, 12))
-        other = TdStoreStorage(20, addr=addr)
+        other = TdStoreStorage(20, addr=addr, length_ttl=0)  # sees every change at once
         other.load_state_dict(storage.state_dict())
         assert other.name == storage.name and len(other) == 12
         assert torch.equal(other.get(torch.arange(12))["id"], torch.arange(12))

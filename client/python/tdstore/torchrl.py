@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import uuid
 
 import torch
-from tensordict import TensorDict, is_tensor_collection
+from tensordict import TensorDict, is_tensor_collection, is_tensorclass
 from torchrl.data.replay_buffers.storages import Storage, StoreStorage
 from torchrl.data.replay_buffers.writers import RoundRobinWriter
 
@@ -56,6 +57,10 @@ CURSOR = "tdstore.rb.cursor"  # rows reserved by TdStoreWriters
 # Plain tensors (not TensorDicts) are kept under this key, as torchrl's
 # StoreStorage keeps them.
 _TENSOR_KEY = "_tensor"
+# The dict attribute that says what a row is, so that every process gets
+# back what was stored: "tensor", "tensordict", or "tensorclass
+# <module>:<qualname>".
+_ROWS_ATTR = "tdstore.rb.rows"
 _STATE_FILE = "tdstore_storage.json"
 
 
@@ -87,7 +92,8 @@ class TdStoreStorage(StoreStorage):
         self._device = device
         self._options = options
         self._store: TensorDictStore | None = None
-        self._is_tensor: bool | None = None  # rows are plain tensors
+        self._rows_kind: str | None = None  # _ROWS_ATTR's value, once known
+        self._made_here = False  # this object created the dict
         self._full = False  # seen full: no length to ask for (until _empty)
 
     # -- identity --
@@ -121,6 +127,7 @@ class TdStoreStorage(StoreStorage):
             try:
                 store = TensorDictStore(batch_size=[self.max_size], addr=self._addr,
                                         name=self._name, device=self._device, **self._options)
+                self._made_here = True
             except AlreadyExistsError:  # another process made it
                 pass
         if store is None:
@@ -145,15 +152,11 @@ class TdStoreStorage(StoreStorage):
         tdstored. With ``set_cursor``, the rows count toward the length."""
         if set_cursor:
             self._set_last_cursor(cursor)
-        is_tensor = self._check_storable(data)
+        rows = _rows_of(cursor, self.max_size)
+        data, kind = self._as_stored(data, [rows] if rows is not None else [])
         store = self._opened(create=True)
-        if is_tensor:
-            rows = _rows_of(cursor, self.max_size)
-            data = TensorDict({_TENSOR_KEY: data}, batch_size=[rows] if rows is not None else [])
-        elif not isinstance(data, TensorDict) and hasattr(data, "_tensordict"):
-            data = data._tensordict  # a tensorclass: its fields
+        self._record_kind(store, kind)
         store[cursor] = data
-        self._is_tensor = is_tensor
         if set_cursor:
             n = min(store.counter_add(WRITTEN, _count(cursor, self.max_size)), self.max_size)
             self._length_read = (time.monotonic(), n)  # what this write made it
@@ -164,18 +167,59 @@ class TdStoreStorage(StoreStorage):
         cursor, in one tdstore call that reserves them, writes them and
         counts them (TensorDictStore.append_ring). Returns the reserved
         start (the rows are start .. start + rows - 1, mod max_size)."""
-        is_tensor = self._check_storable(data)
+        data, kind = self._as_stored(data, [rows])
         store = self._opened(create=True)
-        if is_tensor:
-            data = TensorDict({_TENSOR_KEY: data}, batch_size=[rows])
-        elif not isinstance(data, TensorDict) and hasattr(data, "_tensordict"):
-            data = data._tensordict  # a tensorclass: its fields
+        self._record_kind(store, kind)
         start, written = store.append_ring(data, cursor=CURSOR, count=WRITTEN)
-        self._is_tensor = is_tensor
         self._length_read = (time.monotonic(), min(written, self.max_size))
         self._full = written >= self.max_size
         self._bump_mutation_revision()
         return start
+
+    @classmethod
+    def _as_stored(cls, data, batch_size) -> tuple:
+        """``data`` as the TensorDict the dict stores (a plain tensor under
+        ``_tensor``, a tensorclass as its fields) and the kind of row it is
+        (_ROWS_ATTR)."""
+        if cls._check_storable(data):
+            return TensorDict({_TENSOR_KEY: data}, batch_size=batch_size), "tensor"
+        if is_tensorclass(data):
+            row_class = type(data)
+            return data._tensordict, (f"tensorclass {row_class.__module__}:"
+                                      f"{row_class.__qualname__}")
+        return data, "tensordict"
+
+    def _record_kind(self, store, kind: str) -> None:
+        """Makes the dict say what its rows are, for every process: once per
+        process, and a call only if it said something else (the attributes
+        are read from the watched schema, usually without a round trip)."""
+        if self._rows_kind == kind:
+            return
+        # A dict this process just made has no attributes yet.
+        said = None if self._made_here else store.attrs.get(_ROWS_ATTR)
+        # No attribute reads as "tensordict" (or "tensor" for a dict whose
+        # only key is _tensor: buffers from before the attribute).
+        if said != kind and (said is not None or kind != "tensordict"):
+            store.attrs[_ROWS_ATTR] = kind
+        self._rows_kind = kind
+
+    def _rows_of_kind(self, store, out):
+        """What was stored, from the TensorDict read: the plain tensor, the
+        tensorclass (when its module is imported in this process; a
+        TensorDict otherwise), or the TensorDict."""
+        if self._rows_kind is None:
+            kind = store.attrs.get(_ROWS_ATTR)
+            if kind is None:  # a buffer written before the attribute existed
+                kind = "tensor" if list(store.keys()) == [_TENSOR_KEY] else "tensordict"
+            self._rows_kind = kind
+        kind = self._rows_kind
+        if kind == "tensor":
+            return out[_TENSOR_KEY]
+        if kind.startswith("tensorclass "):
+            row_class = _imported_class(kind[len("tensorclass "):])
+            if row_class is not None:
+                return row_class._from_tensordict(out)
+        return out
 
     @staticmethod
     def _check_storable(data) -> bool:
@@ -198,10 +242,7 @@ class TdStoreStorage(StoreStorage):
         store = self._opened()
         if store is None:
             raise RuntimeError("Cannot get elements out of a non-initialized storage.")
-        out = store[self._within_length(index)]
-        if self._stores_tensors(store):
-            return out[_TENSOR_KEY]
-        return out
+        return self._rows_of_kind(store, store[self._within_length(index)])
 
     def _within_length(self, index):
         """``index`` into the first ``len`` rows as an index into all rows."""
@@ -225,11 +266,6 @@ class TdStoreStorage(StoreStorage):
                 raise IndexError(f"an index out of bounds for {n} rows")
             return index % n
         return index
-
-    def _stores_tensors(self, store) -> bool:
-        if self._is_tensor is None:
-            self._is_tensor = list(store.keys()) == [_TENSOR_KEY]
-        return self._is_tensor
 
     def __len__(self) -> int:
         if self._full:
@@ -284,7 +320,7 @@ class TdStoreStorage(StoreStorage):
         self._name = state_dict["name"]
         self._addr = state_dict.get("addr", self._addr)
         self._store = None
-        self._is_tensor = None
+        self._rows_kind = None
         self._full = False
         self._length_read = (-1.0, 0)
         handle = state_dict.get("handle")
@@ -366,6 +402,17 @@ class TdStoreWriter(RoundRobinWriter):
         self._bump_generation(index, data)
         self._mark_update_entities(index)
         return index
+
+
+def _imported_class(name: str):
+    """The class "module:qualname" if its module is imported in this
+    process, else None. Never imports: a dict attribute, which any writer of
+    the dict may set, must not make a reader run a module's code."""
+    module_name, _, qualname = name.partition(":")
+    obj = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) and is_tensorclass(obj) else None
 
 
 def _rows_of(cursor, max_size: int) -> int | None:

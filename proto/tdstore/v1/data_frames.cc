@@ -13,7 +13,8 @@ namespace {
 // .proto if the field is ever renumbered.
 constexpr uint8_t kDataKey = (v1::ReadChunk::kDataFieldNumber << 3) | 2;
 static_assert(v1::ReadChunk::kDataFieldNumber < 16, "the data key must fit one byte");
-static_assert(v1::WriteChunk::kDataFieldNumber == v1::ReadChunk::kDataFieldNumber,
+static_assert(static_cast<int>(v1::WriteChunk::kDataFieldNumber) ==
+                  static_cast<int>(v1::ReadChunk::kDataFieldNumber),
               "one data frame serves both streams");
 
 void ReleaseOwner(void* holder) { delete static_cast<std::shared_ptr<const void>*>(holder); }

@@ -212,7 +212,7 @@ struct LeafMeta {
   // A value leaf (common/leaf_kind.h): uint8 slots of shape batch + [slot]
   // (common/value_rows.h decodes them), or with slot 0 one value, `value`.
   LeafKind kind = LeafKind::kTensor;
-  std::string value;
+  std::string value = {};  // "= {}": aggregate initializers may leave it out
 };
 
 // The values of a value leaf (common/leaf_kind.h), decoded: text and JSON
@@ -266,7 +266,7 @@ struct LeafData {
   // (EncodeValueRows); or slot 0, no data, and the one `value` (written
   // whole only). An indexed write must name the leaf's own kind.
   LeafKind kind = LeafKind::kTensor;
-  std::string value;
+  std::string value = {};  // "= {}": aggregate initializers may leave it out
 };
 
 // Where a read puts what it receives. The core calls it on the calling
