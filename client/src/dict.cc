@@ -144,6 +144,23 @@ void Dict::set_index(const Index& index, const Key& path, const at::Tensor& valu
   set_index(index, std::map<Key, at::Tensor>{{path, value}}, options);
 }
 
+core::RingAppended Dict::append_ring(const std::map<Key, at::Tensor>& rows,
+                                     const std::string& cursor, const std::string& count) {
+  int64_t n = -1;
+  for (const auto& [path, value] : rows) {
+    const int64_t rows_here = value.defined() && value.dim() > 0 ? value.size(0) : -1;
+    if (rows_here < 1 || (n != -1 && rows_here != n)) {
+      throw Error(StatusCode::kInvalidArgument,
+                  "append_ring: leaf '" + path.str() + "' must hold rows (a leading dim of " +
+                      (n == -1 ? std::string("at least 1") : std::to_string(n)) + ")");
+    }
+    n = rows_here;
+  }
+  if (n == -1) throw Error(StatusCode::kInvalidArgument, "append_ring needs a leaf");
+  TensorsToSend send(std::vector<std::pair<Key, at::Tensor>>(rows.begin(), rows.end()));
+  return core_.append_ring(send.data, {cursor, n, count});
+}
+
 std::vector<Key> Dict::keys(bool include_nested, bool leaves_only) {
   return core_.keys(include_nested, leaves_only);
 }

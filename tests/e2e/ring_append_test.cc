@@ -4,6 +4,7 @@
 // follows a local model of the ring on random batch sizes that wrap; the
 // count only ever counts rows already written; refusals write nothing and
 // give the reservation back. Through the torch-free core, on both back ends.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "tdstore/client.h"
 #include "tdstore/core.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/expect_error.h"
@@ -180,6 +182,39 @@ TEST(E2eRingAppend, RefusalsWriteNothingAndGiveTheReservationBack) {
   dict.drop();
   EXPECT_EQ(code_of([&] { dict.append_ring(four.leaves(), {kCursor, 4, kCount}); }),
             StatusCode::kNotFound);
+}
+
+TEST(E2eRingAppend, TheLibtorchClientAppendsTensorsAsTheCoreDoes) {
+  Client client(DaemonAddress());
+  Dict td = client.create(UniqueDictName(), {10});
+  at::Tensor model_obs = at::zeros({10, 3});
+  at::Tensor model_id = at::zeros({10}, at::kLong);
+  int64_t cursor = 0;
+  for (int64_t rows : {4, 7, 10, 3}) {
+    const at::Tensor obs = at::rand({rows, 3});
+    const at::Tensor id = at::arange(cursor, cursor + rows, at::kLong);
+    core::RingAppended got = td.append_ring({{"obs", obs}, {"id", id}}, kCursor, kCount);
+    ASSERT_EQ(got.start, cursor);
+    const at::Tensor at_rows = at::remainder(id, 10);
+    model_obs.index_put_({at_rows}, obs);
+    model_id.index_put_({at_rows}, id);
+    cursor += rows;
+    EXPECT_EQ(got.count_value, cursor);
+  }
+  LocalDict all = td.to_local();
+  EXPECT_TRUE(at::equal(all.at("obs"), model_obs));
+  EXPECT_TRUE(at::equal(all.at("id"), model_id));
+  // Leaves of different row counts, a leaf without rows, none at all.
+  EXPECT_EQ(ErrorOf([&] {
+              td.append_ring({{"obs", at::zeros({2, 3})}, {"id", at::zeros({3}, at::kLong)}},
+                             kCursor);
+            }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorOf([&] { td.append_ring({{"obs", at::zeros({})}}, kCursor); }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorOf([&] { td.append_ring({}, kCursor); }).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(td.core().counter_get(kCursor), cursor);
+  td.core().drop();
 }
 
 }  // namespace

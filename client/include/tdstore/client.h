@@ -279,6 +279,15 @@ class Dict {
                  SetIndexOptions options = {});
   void set_index(const Index& index, const Key& path, const at::Tensor& value,
                  SetIndexOptions options = {});
+  // A ring buffer's append in one call (core::Dict::append_ring): `rows`,
+  // one tensor per leaf, each [n, *element shape] of the leaf's dtype (no
+  // cast; a missing leaf is created with the tensor's), written at the n
+  // rows tdstored reserves from the counter `cursor`, then counted in the
+  // counter `count` (if not empty). What replay-buffer collectors need to
+  // extend one buffer from many processes. INVALID_ARGUMENT for no rows,
+  // tensors of different n, or n outside 1..batch dim 0; nothing written.
+  core::RingAppended append_ring(const std::map<Key, at::Tensor>& rows,
+                                 const std::string& cursor, const std::string& count = "");
   // As TensorDict.keys(include_nested, leaves_only).
   std::vector<Key> keys(bool include_nested = false, bool leaves_only = false);
   // True if `path` is a leaf or a nested sub-dict.
