@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "client/cli/dict_leaves.h"
@@ -10,6 +11,7 @@
 #include "client/cli/progress.h"
 #include "client/cli/table.h"
 #include "common/dtype.h"
+#include "common/leaf_kind.h"
 #include "common/shape.h"
 
 namespace tdstore::cli {
@@ -17,13 +19,31 @@ namespace {
 
 using core::LeafMeta;
 
-// One row per leaf: path, dtype, shape, bytes, in aligned columns.
+// What a leaf holds, as its type and shape columns say it. A tensor: its
+// dtype and shape. A value leaf (common/leaf_kind.h) is stored as uint8
+// slots, shape batch + [slot]; it is shown as what it holds per batch cell:
+// "text [1000] (slots of 64 B)", "ragged float32 [1000] (...)", or for one
+// value standing for every cell, "json [1000] (one value)".
+std::pair<std::string, std::string> TypeAndShape(const LeafMeta& leaf) {
+  if (leaf.kind == LeafKind::kTensor) {
+    return {std::string(DTypeName(leaf.dtype)), ShapeToString(leaf.shape)};
+  }
+  std::string type(LeafKindName(leaf.kind));
+  if (leaf.kind == LeafKind::kRagged) type += " " + leaf.value;  // the cells' dtype
+  const std::vector<int64_t> cells(leaf.shape.begin(), leaf.shape.end() - 1);
+  const int64_t slot = leaf.shape.back();
+  return {type, ShapeToString(cells) + (IsOneValue(leaf.kind, leaf.shape)
+                                            ? " (one value)"
+                                            : " (slots of " + std::to_string(slot) + " B)")};
+}
+
+// One row per leaf: path, type, shape, bytes, in aligned columns.
 void PrintLeafTable(const std::vector<LeafMeta>& leaves, const std::string& indent,
                     std::ostream& out) {
   std::vector<std::vector<std::string>> rows;
   for (const LeafMeta& leaf : leaves) {
-    rows.push_back({leaf.path.str(), std::string(DTypeName(leaf.dtype)),
-                    ShapeToString(leaf.shape), std::to_string(leaf.byte_size)});
+    auto [type, shape] = TypeAndShape(leaf);
+    rows.push_back({leaf.path.str(), type, shape, std::to_string(leaf.byte_size)});
   }
   PrintTable(rows, indent, out);
 }
@@ -95,6 +115,13 @@ void RunGet(core::Client& client, const CommandLine& line, std::ostream& /*out*/
   // A nested dict is refused before anything is downloaded.
   int64_t bytes = 0;
   for (const LeafMeta& leaf : dict.describe().leaves) {
+    if (leaf.path == path && leaf.kind != LeafKind::kTensor) {
+      // Its slots are no array of the values; .npy has no type for them.
+      throw CliError("leaf '" + path.str() + "' of dict '" + dict.name() + "' holds " +
+                     TypeAndShape(leaf).first +
+                     " values, not a tensor: a .npy file cannot hold them (read them from "
+                     "Python or C++)");
+    }
     if (leaf.path == path) bytes = leaf.byte_size;
     if (IsStrictPrefix(path, leaf.path)) {
       throw CliError("'" + path.str() + "' in dict '" + dict.name() +

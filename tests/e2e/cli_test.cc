@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <sstream>
 
+#include "common/value_rows.h"
 #include "tdstore/client.h"
 #include "tests/e2e/cli_testing.h"
 #include "tests/e2e/e2e_env.h"
@@ -114,6 +116,49 @@ TEST_F(E2eCli, CreateLsInfoPutGetRm) {
   EXPECT_EQ(r.status, 1);
   EXPECT_TRUE(IsOneLineError(r));
   EXPECT_EQ(r.err.rfind("tdstore: NOT_FOUND: ", 0), 0u) << r.err;
+}
+
+TEST_F(E2eCli, ValueLeavesAreListedAsWhatTheyHoldAndNotExportedAsNpy) {
+  const std::string name = UniqueDictName();
+  core::Dict dict = core::Client(DaemonAddress()).create(name, {2});
+  std::string slots(2 * 8, '\0');
+  ASSERT_TRUE(EncodeValueRows({"a", "bc"}, 8, slots.data()).ok());
+  core::LeafData text;
+  text.path = Key("t");
+  text.dtype = DType::kUInt8;
+  text.shape = {2, 8};
+  text.data = slots.data();
+  text.byte_size = 16;
+  text.kind = LeafKind::kText;
+  core::LeafData cfg;  // one JSON value standing for both rows
+  cfg.path = Key("cfg");
+  cfg.dtype = DType::kUInt8;
+  cfg.shape = {2, 0};
+  cfg.kind = LeafKind::kJson;
+  cfg.value = R"({"lr": 0.1})";
+  std::vector<float> x{1, 2};
+  dict.write({text, cfg, {Key("x"), DType::kFloat32, {2}, x.data(), 8}});
+
+  CliResult r = Run({"ls", name});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  auto has = [](const std::string& row, std::initializer_list<const char*> parts) {
+    return std::all_of(parts.begin(), parts.end(),
+                       [&](const char* p) { return row.find(p) != std::string::npos; });
+  };
+  EXPECT_TRUE(has(rows[0], {"cfg", "json", "[2] (one value)"})) << rows[0];
+  EXPECT_TRUE(has(rows[1], {"t", "text", "[2] (slots of 8 B)", "16"})) << rows[1];
+  EXPECT_TRUE(has(rows[2], {"x", "float32", "[2]", "8"})) << rows[2];
+
+  r = Run({"get", name, "t", "-o", "t.npy"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(IsOneLineError(r));
+  EXPECT_NE(r.err.find("holds text values"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(File("t.npy")));
+  dict.drop();
 }
 
 TEST_F(E2eCli, NoBatchDims) {
