@@ -12,6 +12,7 @@
 #include "client/cli/tensor_file.h"
 #include "common/block_layout.h"
 #include "common/dtype.h"
+#include "common/leaf_kind.h"
 #include "common/shape.h"
 
 namespace tdstore::cli {
@@ -177,6 +178,14 @@ void RunExport(core::Client& client, const CommandLine& line, std::ostream& /*ou
   std::vector<TensorEntry> entries;
   std::vector<int64_t> bytes;
   for (const LeafMeta& leaf : leaves) {
+    // Its uint8 slots would come back from an import as a tensor: refused
+    // rather than lose what the leaf holds (tdstore cp keeps it).
+    if (leaf.kind != LeafKind::kTensor) {
+      throw CliError("leaf '" + leaf.path.str() + "' of dict '" + info.name + "' holds " +
+                     std::string(LeafKindName(leaf.kind)) +
+                     " values, not a tensor: .safetensors and .npz files hold tensors only "
+                     "(copy the dict with 'tdstore cp' instead)");
+    }
     TensorEntry entry;
     entry.path = leaf.path;
     entry.dtype = leaf.dtype;

@@ -158,6 +158,12 @@ TEST_F(E2eCli, ValueLeavesAreListedAsWhatTheyHoldAndNotExportedAsNpy) {
   EXPECT_TRUE(IsOneLineError(r));
   EXPECT_NE(r.err.find("holds text values"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(File("t.npy")));
+  // An export would turn them into uint8 tensors on import: refused, no file.
+  r = Run({"export", name, File("all.safetensors")});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(IsOneLineError(r));
+  EXPECT_NE(r.err.find("holds json values"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(File("all.safetensors")));
   dict.drop();
 }
 
