@@ -388,3 +388,41 @@ def test_leaves_that_change_kind_keys_dtypes_and_two_batch_dims(addr):
             again.drop()
     finally:
         store.drop()
+
+
+def test_fills_set_ragged_cells_as_tensordict_fills_a_lazy_stack(addr):
+    """fill_, masked_fill_, zero_ and td[idx] = 0 on a store with ragged
+    leaves equal the same calls on tensordict's own lazy stack: every
+    element of every (selected) cell set, dense leaves too."""
+    rng = random.Random(5)
+    elements = random_stack(rng, 7)
+    local = lazy_stack([e.clone() for e in elements])
+    store = TensorDictStore.from_tensordict(lazy_stack([e.clone() for e in elements]), addr=addr)
+    try:
+        mask = torch.tensor([True, False, True, True, False, False, True])
+        # tensordict's own lazy stack refuses fill_ of a key whose cells
+        # differ in shape (it stacks them first); the store fills every
+        # element of every cell, as filling each stacked TensorDict would.
+        for key, value in (("obs", 2.5), (("next", "pix"), 7), ("seq", torch.tensor(3)),
+                           ("reward", 1.5)):
+            store.fill_(key, value)
+            for element in local.tensordicts:
+                element.fill_(key, value)
+            assert_same_stack(store.to_local(), [local[i] for i in range(7)])
+        # The same for masked_fill_: the selected rows' elements.
+        store.masked_fill_(mask, -1)
+        for i in mask.nonzero().flatten().tolist():
+            local[i].apply_(lambda t: t.fill_(-1))
+        assert_same_stack(store.to_local(), [local[i] for i in range(7)])
+        # tensordict's lazy stack takes td[idx] = 0 as "every leaf of those rows".
+        store[torch.tensor([1, 4])] = 0
+        for i in (1, 4):
+            local[i].apply_(lambda t: t.zero_())
+        assert_same_stack(store.to_local(), [local[i] for i in range(7)])
+        store.zero_()
+        local.zero_()
+        assert_same_stack(store.to_local(), [local[i] for i in range(7)])
+        with pytest.raises(RuntimeError):
+            store.fill_("obs", torch.ones(2))
+    finally:
+        store.drop()

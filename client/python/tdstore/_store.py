@@ -1388,10 +1388,14 @@ class TensorDictStore(TensorDictBase):
         if not under:
             raise KeyError(f'key "{_path_str(rel)}" not found in {type(self).__name__} '
                            f'{self.name!r}')
-        # Non-tensors are left alone, as tensordict's fills leave them.
+        # Non-tensors are left alone, as tensordict's fills leave them; a
+        # ragged leaf's cells are tensors, filled as a lazy stack fills them.
         targets = {p: (d, shape) for p, (d, shape, kind, _) in under.items() if kind == "tensor"}
+        ragged = [p for p, (_, _, kind, _) in under.items() if kind == RAGGED]
+        if ragged:
+            self._fill_ragged(ragged, terms, value)
         if not targets:
-            if path in under:
+            if path in under and not ragged:
                 raise TypeError(f"{_path_str(rel)} holds non-tensor values: it cannot be filled "
                                 "with a number")
             return
@@ -1409,6 +1413,24 @@ class TensorDictStore(TensorDictBase):
         fills = [(p, d, _element_bytes(value, d)) for p, (d, _) in targets.items()]
         whole = terms == [("ellipsis",)]
         self._dict.fill(fills, None if whole else terms)
+
+    def _fill_ragged(self, paths, terms, value):
+        """Ragged leaves filled as tensordict fills a lazy stack's tensors:
+        every element of every cell (of the rows ``terms`` selects) set to
+        ``value``. Their cells share no shape tdstored could fill, so each
+        leaf is read (those rows) and written back: one read and one indexed
+        write a leaf."""
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise RuntimeError("fill_ of a ragged leaf (a lazy stack's tensors) takes a "
+                                   f"number or a 1-element tensor, got shape {list(value.shape)}")
+            value = value.item()
+        for p in paths:
+            _, leaves = self._dict.read([p], terms, p, dlpack=True)
+            cells = _leaf_from(*leaves[0][1:])
+            filled = [torch.empty_like(t).fill_(value) for t in cells.tensors]
+            self._indexed_write([(p, _ragged.from_tensors(_path_str(p), filled, cells.cells))],
+                                terms)
 
     def fill_(self, key: NestedKey, value):
         """Every element of leaf (or sub-dict) ``key`` set to ``value``."""
