@@ -65,12 +65,25 @@ absl::StatusOr<RingAppendResult> AppendToRing(DictStore* dicts, const DictRef& r
   if (!reserved.ok()) return reserved.status();
   RingAppendResult result;
   result.start = reserved->value - ring.rows;
-  // A negative cursor (set so by a client's own counter call) still names
-  // rows: positions are taken mod the size, non-negative.
-  const int64_t first = ((result.start % *size) + *size) % *size;
-
-  auto written = WriteIndexedLeaves(dicts, ref, RingRows(first, ring.rows, *size), values, lease,
-                                    &result.version);
+  auto write = [&](int64_t ring_size) {
+    // A negative cursor (set so by a client's own counter call) still
+    // names rows: positions are taken mod the size, non-negative.
+    const int64_t first = ((result.start % ring_size) + ring_size) % ring_size;
+    return WriteIndexedLeaves(dicts, ref, RingRows(first, ring.rows, ring_size), values, lease,
+                              &result.version);
+  };
+  auto written = write(*size);
+  if (!written.ok()) {
+    // The size may have come from a cached schema that a resize through
+    // another daemon made stale (the write itself then sees the new one,
+    // and its rows no longer fit). The reservation is still this append's:
+    // place its rows by the size now, once.
+    auto now = dicts->Load(ref);
+    if (now.ok() && !now->meta.batch_shape.empty() && now->meta.batch_shape[0] != *size &&
+        ring.rows <= now->meta.batch_shape[0]) {
+      written = write(now->meta.batch_shape[0]);
+    }
+  }
   if (!written.ok()) {
     // Give the rows back if no one reserved after them; if that fails too,
     // the write's own error is what the caller needs.

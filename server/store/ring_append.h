@@ -13,6 +13,11 @@
 //   3. count: count += rows, only once the rows are written, so a reader
 //      that trusts `count` never reads a row still being written.
 //
+// The ring's size is batch dim 0 as the schema cache has it; a write that
+// fails because a resize (through another daemon) changed it is placed
+// again, once, by the size read then. A resize racing appends may so leave
+// some of them placed by the old size.
+//
 // A write that fails after step 1 gives its reservation back when no writer
 // reserved after it (cursor compared-and-set from start + rows to start):
 // then a refused append changed nothing. Otherwise the rows keep what they

@@ -136,6 +136,24 @@ TEST(E2eRingAppend, WritersOnThreadsAndTwoDaemonsGetDisjointRows) {
   EXPECT_EQ(other.Stop(), 0) << other.LogTail();
 }
 
+TEST(E2eRingAppend, AResizeThroughAnotherDaemonIsSeenByTheNextAppend) {
+  DaemonProcess other;
+  ASSERT_TRUE(other.Start({"--redis", SharedRedis().url(), "--namespace", "e2e"}).ok())
+      << other.LogTail();
+  const std::string name = UniqueDictName();
+  core::Dict here = core::Client(DaemonAddress()).create(name, {10});
+  const Rows first = MakeRows(1, 3);
+  here.append_ring(first.leaves(), {kCursor, 3, kCount});  // this daemon caches [10]
+  core::Client(other.address()).open(name).resize(4);
+  // Rows 3..5 by the old size; by the new one, rows 3, 0, 1.
+  const Rows next = MakeRows(10, 3);
+  core::RingAppended got = here.append_ring(next.leaves(), {kCursor, 3, kCount});
+  EXPECT_EQ(got.start, 3);
+  EXPECT_EQ(ReadInts(here, "v"), (std::vector<int64_t>{11, 12, 3, 10}));
+  here.drop();
+  EXPECT_EQ(other.Stop(), 0) << other.LogTail();
+}
+
 TEST(E2eRingAppend, RefusalsWriteNothingAndGiveTheReservationBack) {
   core::Client client(DaemonAddress());
   core::Dict dict = client.create(UniqueDictName(), {10});
