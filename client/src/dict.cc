@@ -99,9 +99,14 @@ LocalDict Dict::get_many(const std::vector<Key>& paths) {
 LocalDict Dict::to_local() { return ReadLocal(core_, {}); }
 
 std::future<LocalDict> Dict::index_async(Index index, std::vector<Key> paths) const {
-  return core::ReadAhead([dict = *this, index = std::move(index),
-                          paths = std::move(paths)]() mutable {
-    return dict.index(index, paths);
+  // Converted here, on the caller's thread: the read owns its positions
+  // (a caller may reuse its index tensor at once), and a bad index throws
+  // now rather than from get().
+  core::Index terms = ToCoreIndex(index);
+  return core::ReadAhead([dict = core_, terms = std::move(terms), paths = std::move(paths)] {
+    core::ReadOptions options;
+    options.index = &terms;
+    return ReadLocal(dict, paths, options);
   });
 }
 

@@ -11,28 +11,25 @@ namespace {
 
 // The rows a reservation of `rows` from `start` covers, as an index over
 // batch dim 0 of `size` rows: one slice when they do not wrap (the cheaper
-// plan), else their positions.
+// plan), else their positions. A negative cursor (a client's own counter
+// call can make one) still names rows: positions are non-negative mod the
+// size.
 plan::IndexSpec RingRows(int64_t start, int64_t rows, int64_t size) {
-  const int64_t first = start % size;
+  const int64_t first = ((start % size) + size) % size;
   if (first + rows <= size) return {plan::IndexTerm::Slice(first, first + rows)};
   std::vector<int64_t> positions(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i) positions[static_cast<size_t>(i)] = (first + i) % size;
   return {plan::IndexTerm::Positions(std::move(positions))};
 }
 
-// Batch dim 0 of the dict: from the schema a data call would serve (the
-// cached one), else read. A resize racing the append may make it stale;
-// the write then checks its positions against the current schema.
+// Batch dim 0 of the dict, read now: the ring's size, which places the
+// rows. Not from the schema cache: a write made from a cached schema that
+// turns out stale is sent at once and redone, and for rows placed by a
+// stale size the first try would land on the wrong rows.
 absl::StatusOr<int64_t> RingSize(DictStore* dicts, const DictRef& ref) {
-  std::shared_ptr<const DictSchema> cached = dicts->Cached(ref);
-  Shape batch;
-  if (cached != nullptr) {
-    batch = cached->meta.batch_shape;
-  } else {
-    auto schema = dicts->Load(ref);
-    if (!schema.ok()) return schema.status();
-    batch = schema->meta.batch_shape;
-  }
+  auto schema = dicts->Load(ref);
+  if (!schema.ok()) return schema.status();
+  const Shape& batch = schema->meta.batch_shape;
   if (batch.empty() || batch[0] == 0) {
     return absl::InvalidArgumentError(StrCat("dict '", ref.name,
                                              "' has no rows to append to (batch shape [",
@@ -65,25 +62,8 @@ absl::StatusOr<RingAppendResult> AppendToRing(DictStore* dicts, const DictRef& r
   if (!reserved.ok()) return reserved.status();
   RingAppendResult result;
   result.start = reserved->value - ring.rows;
-  auto write = [&](int64_t ring_size) {
-    // A negative cursor (set so by a client's own counter call) still
-    // names rows: positions are taken mod the size, non-negative.
-    const int64_t first = ((result.start % ring_size) + ring_size) % ring_size;
-    return WriteIndexedLeaves(dicts, ref, RingRows(first, ring.rows, ring_size), values, lease,
-                              &result.version);
-  };
-  auto written = write(*size);
-  if (!written.ok()) {
-    // The size may have come from a cached schema that a resize through
-    // another daemon made stale (the write itself then sees the new one,
-    // and its rows no longer fit). The reservation is still this append's:
-    // place its rows by the size now, once.
-    auto now = dicts->Load(ref);
-    if (now.ok() && !now->meta.batch_shape.empty() && now->meta.batch_shape[0] != *size &&
-        ring.rows <= now->meta.batch_shape[0]) {
-      written = write(now->meta.batch_shape[0]);
-    }
-  }
+  auto written = WriteIndexedLeaves(dicts, ref, RingRows(result.start, ring.rows, *size), values,
+                                    lease, &result.version);
   if (!written.ok()) {
     // Give the rows back if no one reserved after them; if that fails too,
     // the write's own error is what the caller needs.

@@ -5,8 +5,15 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
+#include <thread>
 #include <random>
 #include <vector>
 
@@ -77,9 +84,24 @@ TEST(E2eReadAhead, ManyReadsInFlightGiveWhatBlockingReadsGive) {
   dict.drop();
 }
 
+// A FloatSink whose read waits, in Begin, until `open` is set.
+class GatedSink : public FloatSink {
+ public:
+  explicit GatedSink(std::shared_future<void> open) : open_(std::move(open)) {}
+  void Begin(const std::vector<int64_t>& shape, int64_t leaves) override {
+    open_.wait();
+    FloatSink::Begin(shape, leaves);
+  }
+
+ private:
+  std::shared_future<void> open_;
+};
+
 TEST(E2eReadAhead, ErrorsReachGetAndAFutureOutlivesItsDict) {
   std::future<void> later;
   auto sink = std::make_shared<FloatSink>();
+  std::promise<void> open;
+  auto gated = std::make_shared<GatedSink>(open.get_future().share());
   std::string name;
   {
     core::Client client(DaemonAddress());
@@ -92,11 +114,53 @@ TEST(E2eReadAhead, ErrorsReachGetAndAFutureOutlivesItsDict) {
               StatusCode::kOutOfRange);
     EXPECT_EQ(ErrorOf([&] { dict.read_async({"obs"}, nullptr); }).code(),
               StatusCode::kInvalidArgument);
-    later = dict.read_async({"obs"}, sink, core::Index{core::IndexTerm::Int(5)});
+    // The read cannot start before the scope ends: the sink waits for it.
+    later = dict.read_async({"obs"}, gated, core::Index{core::IndexTerm::Int(5)});
   }  // the Dict and the Client are gone; the read holds what it needs
+  open.set_value();
   later.get();
-  EXPECT_EQ(sink->values, (std::vector<float>{500, 501, 502, 503, 504, 505, 506, 507}));
+  EXPECT_EQ(gated->values, (std::vector<float>{500, 501, 502, 503, 504, 505, 506, 507}));
   core::Client(DaemonAddress()).drop(name);
+}
+
+// A process that forks while its read-ahead threads are busy: every child
+// runs its own read-ahead tasks (a fresh pool; the parent's, whose mutex may
+// have been copied locked, is never touched). Children that hang are killed
+// after 10 s and fail the test.
+TEST(E2eReadAhead, AForkedChildReadsAheadWhileTheParentsThreadsAreBusy) {
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    while (!stop) {
+      std::vector<std::future<int>> futures;
+      for (int i = 0; i < 8; ++i) futures.push_back(core::ReadAhead([i] { return i; }));
+      for (auto& f : futures) f.get();
+    }
+  });
+  constexpr int kChildren = 50;
+  int failed = 0;
+  for (int c = 0; c < kChildren; ++c) {
+    const pid_t child = fork();
+    if (child == 0) {
+      bool ok = core::ReadAhead([] { return 7; }).get() == 7 &&
+                core::ReadAhead([] { return 8; }).get() == 8;
+      _exit(ok ? 0 : 1);
+    }
+    ASSERT_GT(child, 0);
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (waitpid(child, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  stop = true;
+  busy.join();
+  EXPECT_EQ(failed, 0) << "of " << kChildren << " children";
 }
 
 TEST(E2eReadAhead, LibtorchIndexAsyncGivesWhatIndexGives) {

@@ -136,7 +136,7 @@ TEST(E2eRingAppend, WritersOnThreadsAndTwoDaemonsGetDisjointRows) {
   EXPECT_EQ(other.Stop(), 0) << other.LogTail();
 }
 
-TEST(E2eRingAppend, AResizeThroughAnotherDaemonIsSeenByTheNextAppend) {
+TEST(E2eRingAppend, AResizeThroughAnotherDaemonIsSeenByTheNextAppend) {  // shrink, then grow
   DaemonProcess other;
   ASSERT_TRUE(other.Start({"--redis", SharedRedis().url(), "--namespace", "e2e"}).ok())
       << other.LogTail();
@@ -150,6 +150,13 @@ TEST(E2eRingAppend, AResizeThroughAnotherDaemonIsSeenByTheNextAppend) {
   core::RingAppended got = here.append_ring(next.leaves(), {kCursor, 3, kCount});
   EXPECT_EQ(got.start, 3);
   EXPECT_EQ(ReadInts(here, "v"), (std::vector<int64_t>{11, 12, 3, 10}));
+  // Grown to 8 through the other daemon: rows 6..8 by the new size are 6,
+  // 7, 0 (by the cached 4 they would have been 2, 3, 0).
+  core::Client(other.address()).open(name).resize(8);
+  const Rows more = MakeRows(20, 3);
+  got = here.append_ring(more.leaves(), {kCursor, 3, kCount});
+  EXPECT_EQ(got.start, 6);
+  EXPECT_EQ(ReadInts(here, "v"), (std::vector<int64_t>{22, 12, 3, 10, 0, 0, 20, 21}));
   here.drop();
   EXPECT_EQ(other.Stop(), 0) << other.LogTail();
 }

@@ -46,6 +46,8 @@ def test_a_buffer_holds_what_lazy_tensor_storage_holds(addr, writer):
             assert torch.equal(torch.as_tensor(a), torch.as_tensor(b))
             start += n
             assert len(ours) == len(theirs)
+            # The last cursor torchrl's samplers cut at the ring's seam with.
+            assert storage._last_cursor_index == theirs.storage._last_cursor_index
         got, want = rows_of(storage, len(theirs)), rows_of(theirs.storage, len(theirs))
         for key in want.keys(True, True):
             assert torch.equal(got[key], want[key]), key
@@ -56,6 +58,7 @@ def test_a_buffer_holds_what_lazy_tensor_storage_holds(addr, writer):
         assert set(sample["id"].tolist()) <= set(want["id"].tolist())
         one = ours.add(batch(start, 1)[0])
         assert int(storage.get(one)["id"]) == start
+        assert storage._last_cursor_index == one
     finally:
         storage.store.drop()
 

@@ -7,11 +7,15 @@
 // being the last one), which would have to join itself. A pool that
 // outlives every Client has no such cycle.
 //
-// Why the pid check: a process that forks (Python's DataLoader workers do)
-// copies the pool's memory but not its threads. A child that finds the pool
-// started by another pid starts its own, leaving the parent's queue alone.
-#include <unistd.h>
+// Why a fork handler: a process that forks (Python's DataLoader workers,
+// subprocesses) copies the pool's memory but not its threads, and may copy
+// its mutex locked by a thread that does not exist in the child. The child
+// must not touch that pool at all: the handler, which runs in the child
+// before anything else does, forgets it (leaks it), and the child's first
+// read ahead makes a fresh one.
+#include <pthread.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -30,16 +34,7 @@ class ReadAheadPool {
   void Run(std::function<void()> task) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      const pid_t me = getpid();
-      if (owner_ != me) {
-        // First use in this process (or the first after a fork): the
-        // threads listed, if any, belong to the parent.
-        for (std::thread& t : threads_) {
-          if (t.joinable()) t.detach();
-        }
-        threads_.clear();
-        queue_.clear();
-        owner_ = me;
+      if (threads_.empty()) {
         for (int i = 0; i < kReadAheadThreads; ++i) threads_.emplace_back([this] { Work(); });
       }
       queue_.push_back(std::move(task));
@@ -57,22 +52,48 @@ class ReadAheadPool {
         task = std::move(queue_.front());
         queue_.pop_front();
       }
-      task();  // a packaged task: its exceptions go to its future
+      // ReadAhead's tasks hand their exceptions to their futures; one that
+      // escapes a bare task has no one to go to, and must not end the process.
+      try {
+        task();
+      } catch (...) {
+      }
     }
   }
 
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> queue_;
-  std::vector<std::thread> threads_;
-  pid_t owner_ = 0;
+  std::vector<std::thread> threads_;  // never joined: see Pool()
 };
 
-// Never destroyed, on purpose: its threads wait for work until the process
-// exits, and destroying it then would race with the static destructors
-// (gRPC's) that a task still running may use.
+// This process's pool, or null before its first read ahead.
+std::atomic<ReadAheadPool*> g_pool{nullptr};
+
+// In a forked child, before anything else runs: the parent's pool is not
+// this process's (see the top of the file).
+void ForgetPoolInChild() { g_pool.store(nullptr); }
+
+// Pools are never destroyed, on purpose: their threads wait for work until
+// the process exits, and destroying one then would race with the static
+// destructors (gRPC's) that a task still running may use.
 ReadAheadPool& Pool() {
-  static ReadAheadPool* pool = new ReadAheadPool();
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, ForgetPoolInChild);
+    return true;
+  }();
+  (void)registered;
+  ReadAheadPool* pool = g_pool.load();
+  if (pool == nullptr) {
+    // A pool starts no thread until its first task: one that loses the
+    // race below is deleted unused.
+    auto* fresh = new ReadAheadPool();
+    if (g_pool.compare_exchange_strong(pool, fresh)) {
+      pool = fresh;
+    } else {
+      delete fresh;
+    }
+  }
   return *pool;
 }
 

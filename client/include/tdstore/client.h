@@ -265,7 +265,8 @@ class Dict {
   LocalDict index(const Index& index, const std::vector<Key>& paths = {});
   // index() without waiting: it runs on the core's read-ahead threads
   // (core::Dict::read_async says how) and the future gives the LocalDict,
-  // or throws index()'s error. For keeping batches in flight while a
+  // or throws index()'s error. The index is copied before it returns (a
+  // malformed one throws here). For keeping batches in flight while a
   // trainer computes.
   std::future<LocalDict> index_async(Index index, std::vector<Key> paths = {}) const;
   // td[index] = values, for every leaf given, in one call. Each value's

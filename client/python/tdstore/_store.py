@@ -1148,9 +1148,11 @@ class TensorDictStore(TensorDictBase):
         value ``start`` before), writes the rows at positions ``(start + i) %
         batch_size[0]``, as ``td[positions] = rows`` would (missing keys are
         created zero-filled, values are cast to the leaves' dtypes), and then
-        adds n to the counter ``count`` (if given), which so only ever counts
-        rows already written. Any number of processes, on any machines, can
-        append to one ring: no two get the same rows of one turn.
+        adds n to the counter ``count`` (if given), which so counts rows once
+        they are written (with several writers at once, a total: a slower
+        writer's earlier rows may still be in flight). Any number of
+        processes, on any machines, can append to one ring: no two get the
+        same rows of one turn.
 
         Returns ``(start, count value afterwards)`` (0 without ``count``).
         Refused rows (a bad shape, a key holding another kind of data) raise

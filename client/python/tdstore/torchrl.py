@@ -61,6 +61,7 @@ _TENSOR_KEY = "_tensor"
 # back what was stored: "tensor", "tensordict", or "tensorclass
 # <module>:<qualname>".
 _ROWS_ATTR = "tdstore.rb.rows"
+_UNKNOWN = object()  # an attribute value not read yet
 _STATE_FILE = "tdstore_storage.json"
 
 
@@ -92,8 +93,8 @@ class TdStoreStorage(StoreStorage):
         self._device = device
         self._options = options
         self._store: TensorDictStore | None = None
-        self._rows_kind: str | None = None  # _ROWS_ATTR's value, once known
-        self._made_here = False  # this object created the dict
+        self._rows_kind: str | None = None  # what the rows are, once known
+        self._said = _UNKNOWN  # _ROWS_ATTR's value as this object last knew it
         self._full = False  # seen full: no length to ask for (until _empty)
 
     # -- identity --
@@ -127,7 +128,7 @@ class TdStoreStorage(StoreStorage):
             try:
                 store = TensorDictStore(batch_size=[self.max_size], addr=self._addr,
                                         name=self._name, device=self._device, **self._options)
-                self._made_here = True
+                self._said = None  # a new dict has no attributes
             except AlreadyExistsError:  # another process made it
                 pass
         if store is None:
@@ -158,8 +159,7 @@ class TdStoreStorage(StoreStorage):
         self._record_kind(store, kind)
         store[cursor] = data
         if set_cursor:
-            n = min(store.counter_add(WRITTEN, _count(cursor, self.max_size)), self.max_size)
-            self._length_read = (time.monotonic(), n)  # what this write made it
+            self._counted(store.counter_add(WRITTEN, _count(cursor, self.max_size)))
         self._bump_mutation_revision()
 
     def _append(self, data, rows: int) -> int:
@@ -171,10 +171,14 @@ class TdStoreStorage(StoreStorage):
         store = self._opened(create=True)
         self._record_kind(store, kind)
         start, written = store.append_ring(data, cursor=CURSOR, count=WRITTEN)
-        self._length_read = (time.monotonic(), min(written, self.max_size))
-        self._full = written >= self.max_size
+        self._counted(written)
         self._bump_mutation_revision()
         return start
+
+    def _counted(self, written: int) -> None:
+        """The length as a write of this process just left the counter."""
+        self._length_read = (time.monotonic(), min(written, self.max_size))
+        self._full = written >= self.max_size
 
     @classmethod
     def _as_stored(cls, data, batch_size) -> tuple:
@@ -195,12 +199,15 @@ class TdStoreStorage(StoreStorage):
         are read from the watched schema, usually without a round trip)."""
         if self._rows_kind == kind:
             return
-        # A dict this process just made has no attributes yet.
-        said = None if self._made_here else store.attrs.get(_ROWS_ATTR)
+        # What the dict says: known without asking if this object made the
+        # dict (nothing) or set the attribute itself.
+        said = self._said if self._said is not _UNKNOWN else store.attrs.get(_ROWS_ATTR)
         # No attribute reads as "tensordict" (or "tensor" for a dict whose
         # only key is _tensor: buffers from before the attribute).
         if said != kind and (said is not None or kind != "tensordict"):
             store.attrs[_ROWS_ATTR] = kind
+            said = kind
+        self._said = said
         self._rows_kind = kind
 
     def _rows_of_kind(self, store, out):
@@ -321,6 +328,7 @@ class TdStoreStorage(StoreStorage):
         self._addr = state_dict.get("addr", self._addr)
         self._store = None
         self._rows_kind = None
+        self._said = _UNKNOWN
         self._full = False
         self._length_read = (-1.0, 0)
         handle = state_dict.get("handle")
@@ -355,8 +363,10 @@ class TdStoreWriter(RoundRobinWriter):
     dict: every ``add``/``extend`` is one tdstore call that reserves its
     rows with one atomic step, writes them and then counts them
     (``TensorDictStore.append_ring``), so writers in several processes never
-    write the same rows of one turn, and the length never counts a row
-    still being written."""
+    write the same rows of one turn, and the length counts rows only once
+    they are written. (With several collectors extending at once, the
+    length is a total: until the buffer is full, a slower collector's rows
+    below it may still be in flight, and a sample may read them as zeros.)"""
 
     def register_storage(self, storage) -> None:
         if not isinstance(storage, TdStoreStorage):
@@ -373,6 +383,9 @@ class TdStoreWriter(RoundRobinWriter):
         self._storage._check_storable(data)
         start = self._storage._append(data.unsqueeze(0), 1)
         index = start % self._storage.max_size
+        # torchrl's samplers read the storage's last cursor (SliceSampler
+        # cuts trajectories at the ring's seam with it), as set() sets it.
+        self._storage._set_last_cursor(index)
         self._write_count += 1
         self._bump_generation(index, data)
         self._mark_update_entities(index)
@@ -390,14 +403,15 @@ class TdStoreWriter(RoundRobinWriter):
         if n <= max_size:
             start = self._storage._append(data, n)
             index = torch.arange(start, start + n) % max_size
+            self._storage._set_last_cursor(index)
         else:
             # More rows than the ring: the last max_size of them are what
             # stays, as writing them in turn would leave; one reservation
             # of all n keeps the cursor where n appends would leave it.
             index = self._reserve(n)
             self._storage.set(index[-max_size:], data[-max_size:], set_cursor=False)
-            store = self._storage.store
-            store.counter_add(WRITTEN, n)
+            self._storage._set_last_cursor(index)
+            self._storage._counted(self._storage.store.counter_add(WRITTEN, n))
         self._write_count += n
         self._bump_generation(index, data)
         self._mark_update_entities(index)

@@ -434,8 +434,9 @@ class Dict {
   // (each of ring.rows rows, or broadcasting to them) at the rows reserved,
   // as write() with an index of those positions (missing leaves created
   // zero-filled), and then adds ring.rows to the counter ring.count, which
-  // so only ever counts rows already written. Writers never get the same
-  // rows of one turn. Errors: as write(), and INVALID_ARGUMENT for rows
+  // so counts rows once they are written (with several writers at once, a
+  // total: a slower writer's earlier rows may still be in flight). Writers
+  // never get the same rows of one turn. Errors: as write(), and INVALID_ARGUMENT for rows
   // outside 1..batch dim 0 or a counter name outside 1..256 bytes. A
   // refused append wrote nothing and gave its reservation back, unless
   // another writer reserved after it (those rows then keep what they held,
@@ -606,10 +607,12 @@ class Appender {
 // ---- Read-ahead ----------------------------------------------------------------
 
 // The library's read-ahead threads: kReadAheadThreads per process, shared by
-// every client, started on first use (and again in a forked child). Runs
-// `task` on one of them, in the order given, and returns at once. Tasks
-// should be reads (Dict::read_async): a task that blocks on another task's
-// future may wait forever once every thread does.
+// every client, started on first use (and anew in a forked child, which
+// never touches its parent's). Runs `task` on one of them, in the order
+// given, and returns at once. Tasks should be reads (Dict::read_async): a
+// task that blocks on another task's future may wait forever once every
+// thread does. An exception escaping `task` is dropped: use ReadAhead to
+// receive it.
 inline constexpr int kReadAheadThreads = 4;
 void RunOnReadAheadThread(std::function<void()> task);
 
