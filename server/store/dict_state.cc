@@ -97,6 +97,54 @@ absl::StatusOr<DictSchema> UpdateAttrs(DictStore& dicts, const DictRef& ref,
   return dicts.Load({ref.name, *id});
 }
 
+namespace {
+
+// The errors counter.lua and reserve_ring.lua share, as statuses.
+absl::Status CounterReplyStatus(DictStore& dicts, const DictRef& ref, std::string_view name,
+                                int64_t delta, const redis::Reply& reply) {
+  const std::string_view tag = ErrorTag(reply);
+  if (tag == "TDNODICT") return dicts.NotFound(ref);
+  if (tag == "TDLIMIT") {
+    return absl::ResourceExhaustedError(StrCat("dict '", ref.name, "' already holds ",
+                                               ErrorDetail(reply), " counters, the most it may (",
+                                               kMaxCounters, "); counter '", name,
+                                               "' was not created"));
+  }
+  if (tag == "TDOVERFLOW") {
+    return absl::OutOfRangeError(StrCat("counter '", name, "' + ", delta,
+                                        " would overflow int64; it was not changed"));
+  }
+  return ReplyStatus(reply, "counter");
+}
+
+}  // namespace
+
+absl::StatusOr<RingReservation> ReserveRing(DictStore& dicts, const DictRef& ref,
+                                            const std::string& cursor, int64_t rows) {
+  if (auto s = CheckStateName("counter", cursor); !s.ok()) return s;
+  auto id = IdOf(dicts, ref);
+  if (!id.ok()) return id.status();
+  const KeySchema& keys = dicts.keys();
+  auto reply = dicts.redis().Eval(GetScripts().reserve_ring, {keys.Meta(*id), keys.Counters(*id)},
+                                  {cursor, StrCat(rows), StrCat(kMaxCounters), ref.name});
+  if (!reply.ok()) return reply.status();
+  if (ErrorTag(*reply) == "TDRINGSIZE") {
+    return absl::InvalidArgumentError(StrCat("a ring append of dict '", ref.name, "' takes 1 to ",
+                                             ErrorDetail(*reply),
+                                             " rows (its batch dim 0); got ", rows));
+  }
+  if (auto s = CounterReplyStatus(dicts, ref, cursor, rows, *reply); !s.ok()) return s;
+  RingReservation out;
+  int64_t after = 0;
+  if (!reply->is_array() || reply->size() != 2 ||
+      !absl::SimpleAtoi(std::string((*reply)[0].str()), &after)) {
+    return absl::InternalError(StrCat("counter '", cursor, "': unexpected reply from Redis"));
+  }
+  out.start = after - rows;
+  out.size = (*reply)[1].integer();
+  return out;
+}
+
 absl::StatusOr<CounterResult> ApplyCounter(DictStore& dicts, const DictRef& ref,
                                            const CounterOp& op) {
   if (auto s = CheckStateName("counter", op.name); !s.ok()) return s;
@@ -122,19 +170,7 @@ absl::StatusOr<CounterResult> ApplyCounter(DictStore& dicts, const DictRef& ref,
   auto reply = dicts.redis().Eval(GetScripts().counter, {keys.Meta(*id), keys.Counters(*id)},
                                   {kind, op.name, a, b, max_counters, ref.name});
   if (!reply.ok()) return reply.status();
-  const std::string_view tag = ErrorTag(*reply);
-  if (tag == "TDNODICT") return dicts.NotFound(ref);
-  if (tag == "TDLIMIT") {
-    return absl::ResourceExhaustedError(StrCat("dict '", ref.name, "' already holds ",
-                                               ErrorDetail(*reply), " counters, the most it may (",
-                                               kMaxCounters, "); counter '", op.name,
-                                               "' was not created"));
-  }
-  if (tag == "TDOVERFLOW") {
-    return absl::OutOfRangeError(StrCat("counter '", op.name, "' + ", op.delta,
-                                        " would overflow int64; it was not changed"));
-  }
-  if (auto s = ReplyStatus(*reply, "counter"); !s.ok()) return s;
+  if (auto s = CounterReplyStatus(dicts, ref, op.name, op.delta, *reply); !s.ok()) return s;
   CounterResult result;
   if (!reply->is_array() || reply->size() != 2 ||
       !absl::SimpleAtoi(std::string((*reply)[0].str()), &result.value)) {

@@ -61,6 +61,18 @@ struct CounterResult {
 absl::StatusOr<CounterResult> ApplyCounter(DictStore& dicts, const DictRef& ref,
                                            const CounterOp& op);
 
+// A ring append's reservation (reserve_ring.lua): `rows` added to the
+// counter `cursor` in one atomic step with reading the ring's size, batch
+// dim 0. `start` is the counter before. INVALID_ARGUMENT, nothing changed,
+// for rows outside 1..batch dim 0 or a dict without batch dims; otherwise
+// ApplyCounter's errors.
+struct RingReservation {
+  int64_t start = 0;
+  int64_t size = 0;
+};
+absl::StatusOr<RingReservation> ReserveRing(DictStore& dicts, const DictRef& ref,
+                                            const std::string& cursor, int64_t rows);
+
 // INVALID_ARGUMENT unless `name` is 1..kMaxAttrNameBytes bytes: the rule
 // for attribute and counter names; `kind` ("counter") names it.
 absl::Status CheckStateName(std::string_view kind, std::string_view name);

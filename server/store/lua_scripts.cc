@@ -17,6 +17,7 @@ const Scripts& GetScripts() {
       redis::Script("rename_dict", lua::kRenameDict),
       redis::Script("rename_leaves", lua::kRenameLeaves),
       redis::Script("reserve_bytes", lua::kReserveBytes),
+      redis::Script("reserve_ring", lua::kReserveRing),
       redis::Script("resize_dict", lua::kResizeDict),
       redis::Script("set_locked", lua::kSetLocked),
       redis::Script("set_meta_name", lua::kSetMetaName),
@@ -33,7 +34,7 @@ absl::Status PreloadScripts(redis::RedisClient& redis) {
   const Scripts& s = GetScripts();
   for (const redis::Script* script :
        {&s.begin_write, &s.claim_pending, &s.commit_leaves, &s.counter, &s.delete_leaves,
-        &s.mark_deleting, &s.publish_dict, &s.rename_dict, &s.rename_leaves, &s.reserve_bytes,
+        &s.mark_deleting, &s.publish_dict, &s.rename_dict, &s.rename_leaves, &s.reserve_bytes, &s.reserve_ring,
         &s.resize_dict, &s.set_locked, &s.set_meta_name, &s.size_parts, &s.touch_pending,
         &s.unpublish_dict, &s.update_attrs, &s.write_runs}) {
     auto replies = redis.CallOnEveryMaster({"SCRIPT", "LOAD", script->body()});

@@ -19,6 +19,7 @@ extern const char kRenameDict[];
 extern const char kRenameLeaves[];
 extern const char kPublishDict[];
 extern const char kReserveBytes[];
+extern const char kReserveRing[];
 extern const char kResizeDict[];
 extern const char kSetLocked[];
 extern const char kSetMetaName[];
@@ -43,6 +44,7 @@ struct Scripts {
   redis::Script rename_dict;
   redis::Script rename_leaves;
   redis::Script reserve_bytes;
+  redis::Script reserve_ring;
   redis::Script resize_dict;
   redis::Script set_locked;
   redis::Script set_meta_name;

@@ -22,22 +22,6 @@ plan::IndexSpec RingRows(int64_t start, int64_t rows, int64_t size) {
   return {plan::IndexTerm::Positions(std::move(positions))};
 }
 
-// Batch dim 0 of the dict, read now: the ring's size, which places the
-// rows. Not from the schema cache: a write made from a cached schema that
-// turns out stale is sent at once and redone, and for rows placed by a
-// stale size the first try would land on the wrong rows.
-absl::StatusOr<int64_t> RingSize(DictStore* dicts, const DictRef& ref) {
-  auto schema = dicts->Load(ref);
-  if (!schema.ok()) return schema.status();
-  const Shape& batch = schema->meta.batch_shape;
-  if (batch.empty() || batch[0] == 0) {
-    return absl::InvalidArgumentError(StrCat("dict '", ref.name,
-                                             "' has no rows to append to (batch shape [",
-                                             batch.empty() ? "" : "0", "])"));
-  }
-  return batch[0];
-}
-
 }  // namespace
 
 absl::StatusOr<RingAppendResult> AppendToRing(DictStore* dicts, const DictRef& ref,
@@ -51,24 +35,21 @@ absl::StatusOr<RingAppendResult> AppendToRing(DictStore* dicts, const DictRef& r
     if (auto s = CheckStateName("counter", ring.count); !s.ok()) return s;
   }
   if (values.empty()) return absl::InvalidArgumentError("a ring append needs a value");
-  auto size = RingSize(dicts, ref);
-  if (!size.ok()) return size.status();
-  if (ring.rows < 1 || ring.rows > *size) {
-    return absl::InvalidArgumentError(StrCat("a ring append of dict '", ref.name, "' takes 1 to ",
-                                             *size, " rows (its batch dim 0); got ", ring.rows));
-  }
 
-  auto reserved = ApplyCounter(*dicts, ref, {CounterOp::Kind::kAdd, ring.cursor, ring.rows});
+  // The size is read in the same atomic step as the reservation: the rows
+  // are placed by the size they were reserved at.
+  auto reserved = ReserveRing(*dicts, ref, ring.cursor, ring.rows);
   if (!reserved.ok()) return reserved.status();
   RingAppendResult result;
-  result.start = reserved->value - ring.rows;
-  auto written = WriteIndexedLeaves(dicts, ref, RingRows(result.start, ring.rows, *size), values,
-                                    lease, &result.version);
+  result.start = reserved->start;
+  const int64_t end = reserved->start + ring.rows;  // the cursor after
+  auto written = WriteIndexedLeaves(dicts, ref, RingRows(result.start, ring.rows, reserved->size),
+                                    values, lease, &result.version);
   if (!written.ok()) {
     // Give the rows back if no one reserved after them; if that fails too,
     // the write's own error is what the caller needs.
     (void)ApplyCounter(*dicts, ref,
-                       {CounterOp::Kind::kCas, ring.cursor, 0, reserved->value, result.start});
+                       {CounterOp::Kind::kCas, ring.cursor, 0, end, result.start});
     return written.status();
   }
   result.written = *std::move(written);

@@ -6,9 +6,9 @@
 //   // r->start: the cursor before; rows start .. start + 255 (mod dim 0)
 //
 // Steps, each one Redis script on the dict's slot:
-//   0. read the dict's batch dim 0 (the ring's size);
-//   1. reserve: cursor += rows (atomic, as a counter add), so writers in
-//      any process or daemon get disjoint rows of one turn;
+//   1. reserve: cursor += rows, atomically with reading the ring's size
+//      (batch dim 0; reserve_ring.lua), so writers in any process or
+//      daemon get disjoint rows of one turn;
 //   2. write: td[(start + i) mod batch dim 0 for i < rows] = values, as
 //      WriteIndexedLeaves (missing leaves created zero-filled);
 //   3. count: count += rows, only once the rows are written. With one
@@ -17,10 +17,10 @@
 //      writer's rows, reserved before a faster one's, may still be in
 //      flight while `count` already covers as many rows.
 //
-// The rows are placed mod batch dim 0 as read at the start of the call, so
-// an append after a resize through any daemon wraps at the new size; an
-// append racing a resize may wrap at the old one (or, after a shrink, be
-// refused OUT_OF_RANGE and give its reservation back).
+// The rows are placed mod batch dim 0 as it was at the reservation, so an
+// append after a resize through any daemon wraps at the new size; one
+// racing a resize may wrap at the old one (or, after a shrink, be refused
+// OUT_OF_RANGE and give its reservation back).
 //
 // A write that fails after step 1 gives its reservation back when no writer
 // reserved after it (cursor compared-and-set from start + rows to start):
