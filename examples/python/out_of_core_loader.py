@@ -52,21 +52,14 @@ def fill(addr: str, rows: int) -> TensorDictStore:
     return store
 
 
-def _peak_rss_bytes() -> int:
-    """This process's peak resident memory (VmHWM), in bytes."""
+def _memory_bytes(field: str) -> int:
+    """A memory figure of this process from /proc/self/status, in bytes:
+    "VmRSS" (resident now) or "VmHWM" (its peak)."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
-def _current_rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 class _Report:
@@ -77,12 +70,12 @@ class _Report:
         self.directory = directory
 
     def __call__(self, worker_id: int) -> None:
-        started = _current_rss_bytes()
+        started = _memory_bytes("VmRSS")
         path = os.path.join(self.directory, f"worker-{worker_id}.json")
 
         def report():
             with open(path, "w") as f:
-                json.dump({"started": started, "peak": _peak_rss_bytes()}, f)
+                json.dump({"started": started, "peak": _memory_bytes("VmHWM")}, f)
 
         multiprocessing.util.Finalize(None, report, exitpriority=100)
 

@@ -9,6 +9,7 @@
 
 #include "tdstore/core.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/leaf_values.h"
 
 namespace tdstore::testing {
 namespace {
@@ -18,17 +19,7 @@ constexpr int64_t kWidth = 3;
 
 // Reads `path` whole as floats.
 std::vector<float> ReadFloats(const core::Dict& dict, const Key& path) {
-  class Sink : public core::ReadSink {
-   public:
-    void Begin(const std::vector<int64_t>&, int64_t) override {}
-    void* Leaf(const core::LeafMeta& leaf) override {
-      values.resize(static_cast<size_t>(leaf.byte_size) / sizeof(float));
-      return values.data();
-    }
-    std::vector<float> values;
-  } sink;
-  dict.read({path}, sink);
-  return sink.values;
+  return ReadLeafAs<float>(dict, path);
 }
 
 // A dict of kRows rows: obs [kRows, kWidth] f32 and reward [kRows] f32,

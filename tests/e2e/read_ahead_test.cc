@@ -20,6 +20,7 @@
 #include "tdstore/client.h"
 #include "tdstore/core.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/leaf_values.h"
 #include "tests/e2e/expect_error.h"
 
 namespace tdstore::testing {
@@ -28,16 +29,7 @@ namespace {
 constexpr int64_t kRows = 1000;
 constexpr int64_t kWidth = 8;
 
-// Keeps the one leaf it is given.
-class FloatSink : public core::ReadSink {
- public:
-  void Begin(const std::vector<int64_t>&, int64_t) override {}
-  void* Leaf(const core::LeafMeta& leaf) override {
-    values.resize(static_cast<size_t>(leaf.byte_size) / sizeof(float));
-    return values.data();
-  }
-  std::vector<float> values;
-};
+using FloatSink = VectorOf<float>;
 
 // A dict of kRows rows, obs [kRows, kWidth] f32 = row * 100 + column.
 core::Dict MakeDict(const core::Client& client) {
@@ -69,12 +61,8 @@ TEST(E2eReadAhead, ManyReadsInFlightGiveWhatBlockingReadsGive) {
   }
   for (int i = 0; i < kReads; ++i) {
     futures[i].get();
-    FloatSink blocking;
-    core::ReadOptions options;
-    options.index = &indices[i];
-    dict.read({"obs"}, blocking, options);
     ASSERT_EQ(sinks[i]->values.size(), static_cast<size_t>(256 * kWidth));
-    EXPECT_EQ(sinks[i]->values, blocking.values) << "read " << i;
+    EXPECT_EQ(sinks[i]->values, ReadLeafAs<float>(dict, "obs", &indices[i])) << "read " << i;
   }
   // No index: the whole leaf.
   auto whole = std::make_shared<FloatSink>();

@@ -18,6 +18,7 @@
 #include "tdstore/client.h"
 #include "tdstore/core.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/leaf_values.h"
 #include "tests/e2e/expect_error.h"
 
 namespace tdstore::testing {
@@ -28,17 +29,7 @@ const char kCount[] = "ring.count";
 
 // Reads `path` whole as int64s.
 std::vector<int64_t> ReadInts(const core::Dict& dict, const Key& path) {
-  class Sink : public core::ReadSink {
-   public:
-    void Begin(const std::vector<int64_t>&, int64_t) override {}
-    void* Leaf(const core::LeafMeta& leaf) override {
-      values.resize(static_cast<size_t>(leaf.byte_size) / sizeof(int64_t));
-      return values.data();
-    }
-    std::vector<int64_t> values;
-  } sink;
-  dict.read({path}, sink);
-  return sink.values;
+  return ReadLeafAs<int64_t>(dict, path);
 }
 
 // `rows` rows of leaf "v" ([rows] int64) and "w" ([rows, 2] int64).
