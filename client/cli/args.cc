@@ -23,6 +23,8 @@ const std::map<std::string, std::string>& ValueOptions() {
       {"-o", "output"},
       {"--index", "index"},
       {"--index-file", "index-file"},
+      {"--cursor", "cursor"},
+      {"--count", "count"},
   };
   return *options;
 }

@@ -106,6 +106,22 @@ void RunPut(core::Client& client, const CommandLine& line, std::ostream& /*out*/
   progress.Finish();
 }
 
+void RunAppend(core::Client& client, const CommandLine& line, std::ostream& out) {
+  const Key path = ParseLeafPath(line.operands[1]);
+  const std::optional<std::string> cursor = line.option("cursor");
+  if (!cursor) throw UsageError("append needs --cursor COUNTER (the ring's cursor counter)");
+  const MappedNpy file(line.operands[2]);
+  if (file.tensor().shape.empty()) {
+    throw CliError("'" + line.operands[2] + "' holds one value, not rows: append takes an "
+                   "array whose first dim is its rows");
+  }
+  const core::Dict dict = client.open(line.operands[0]);
+  const core::RingAppended got =
+      dict.append_ring({LeafOf(path, file.tensor())},
+                       {*cursor, file.tensor().shape[0], line.option("count").value_or("")});
+  out << "start " << got.start << " count " << got.count_value << '\n';
+}
+
 void RunGet(core::Client& client, const CommandLine& line, std::ostream& /*out*/) {
   const Key path = ParseLeafPath(line.operands[1]);
   std::optional<std::string> output = line.option("output");

@@ -18,6 +18,10 @@ void RunList(core::Client& client, const CommandLine& line, std::ostream& out);
 void RunInfo(core::Client& client, const CommandLine& line, std::ostream& out);
 // put NAME PATH FILE.npy [--index TEXT | --index-file IDX.npy]
 void RunPut(core::Client& client, const CommandLine& line, std::ostream& out);
+// append NAME PATH FILE.npy --cursor COUNTER [--count COUNTER]: a ring
+// append (core::Dict::append_ring) of the file's rows; prints
+// "start S count C".
+void RunAppend(core::Client& client, const CommandLine& line, std::ostream& out);
 // get NAME PATH -o FILE.npy [--index TEXT | --index-file IDX.npy]
 void RunGet(core::Client& client, const CommandLine& line, std::ostream& out);
 // rm NAME [PATH]

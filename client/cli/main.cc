@@ -30,6 +30,12 @@ Commands:
   put NAME PATH FILE.npy --index IDX | --index-file IDX.npy
                               write rows only: PATH[IDX] = the file (broadcast as
                               torch does; a missing leaf is created zero-filled)
+  append NAME PATH FILE.npy --cursor CNAME [--count CNAME]
+                              a ring append: the file's rows go to the rows the
+                              dict's counter CNAME reserves (mod batch dim 0),
+                              then counter --count grows by as many; prints
+                              "start S count C". Collectors on any machine share
+                              one ring this way
   get NAME PATH -o FILE.npy   write leaf PATH to a .npy file (-o - for stdout)
   get NAME PATH -o FILE.npy --index IDX | --index-file IDX.npy
                               write PATH[IDX] only, reading just those rows
@@ -107,6 +113,7 @@ const std::vector<CommandSpec>& Commands() {
       {"ls", 0, 1, {}, RunList},
       {"info", 1, 1, {}, RunInfo},
       {"put", 3, 3, {"index", "index-file"}, RunPut},
+      {"append", 3, 3, {"cursor", "count"}, RunAppend},
       {"get", 2, 2, {"output", "index", "index-file"}, RunGet},
       {"rm", 1, 2, {}, RunRemove},
       {"server", 0, 0, {}, RunServer},

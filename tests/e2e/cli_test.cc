@@ -16,6 +16,7 @@
 #include "tdstore/client.h"
 #include "tests/e2e/cli_testing.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/leaf_values.h"
 #include "tests/e2e/tensor_testing.h"
 
 namespace tdstore::testing {
@@ -164,6 +165,32 @@ TEST_F(E2eCli, ValueLeavesAreListedAsWhatTheyHoldAndNotExportedAsNpy) {
   EXPECT_TRUE(IsOneLineError(r));
   EXPECT_NE(r.err.find("holds json values"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(File("all.safetensors")));
+  dict.drop();
+}
+
+TEST_F(E2eCli, AppendWritesTheFilesRowsWhereTheRingsCursorReservesThem) {
+  ASSERT_TRUE(HasNumpy()) << "needs /usr/bin/python3 with NumPy (deploy/install-deps.sh installs it)";
+  const std::string name = UniqueDictName();
+  ASSERT_EQ(Run({"create", name, "--batch-size", "5"}).status, 0);
+  Python("np.save('a.npy', np.arange(3, dtype=np.int64) + 10)\n"
+         "np.save('b.npy', np.arange(4, dtype=np.int64) + 20)\n"
+         "np.save('six.npy', np.zeros(6, np.int64))\n");
+  CliResult r = Run({"append", name, "v", "a.npy", "--cursor", "c", "--count", "n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "start 0 count 3\n");
+  r = Run({"append", name, "v", "b.npy", "--cursor", "c", "--count", "n"});  // wraps
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "start 3 count 7\n");
+  core::Dict dict = core::Client(DaemonAddress()).open(name);
+  EXPECT_EQ(ReadLeafAs<int64_t>(dict, "v"), (std::vector<int64_t>{22, 23, 12, 20, 21}));
+  // More rows than the ring, or no --cursor: refused, nothing changed.
+  r = Run({"append", name, "v", "six.npy", "--cursor", "c"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(IsOneLineError(r));
+  EXPECT_NE(r.err.find("INVALID_ARGUMENT"), std::string::npos) << r.err;
+  EXPECT_EQ(Run({"append", name, "v", "a.npy"}).status, 2);
+  EXPECT_EQ(dict.counter_get("c"), 7);
+  EXPECT_EQ(ReadLeafAs<int64_t>(dict, "v"), (std::vector<int64_t>{22, 23, 12, 20, 21}));
   dict.drop();
 }
 
