@@ -29,8 +29,8 @@ absl::StatusOr<RingAppendResult> AppendToRing(DictStore* dicts, const DictRef& r
                                               const std::vector<IndexedWriteValue>& values,
                                               MemoryBudget::Lease& lease) {
   // Everything that can be checked before the reservation is: a refusal
-  // then changes nothing at all.
-  if (auto s = CheckStateName("counter", ring.cursor); !s.ok()) return s;
+  // then changes nothing at all. (ReserveRing checks the cursor's name and
+  // the rows; the count's name is checked here, before anything is written.)
   if (!ring.count.empty()) {
     if (auto s = CheckStateName("counter", ring.count); !s.ok()) return s;
   }
