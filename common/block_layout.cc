@@ -10,7 +10,8 @@ namespace tdstore {
 absl::StatusOr<BlockLayout> BlockLayout::Make(absl::Span<const int64_t> batch_shape,
                                               absl::Span<const int64_t> leaf_shape,
                                               int64_t elem_size, int64_t rows_per_block,
-                                              int64_t part_bytes) {
+                                              int64_t part_bytes, int64_t stride,
+                                              int64_t field_offset) {
   if (rows_per_block < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("rows_per_block must be at least 1, got ", rows_per_block));
@@ -42,7 +43,9 @@ absl::StatusOr<BlockLayout> BlockLayout::Make(absl::Span<const int64_t> batch_sh
     // part per block, which is the documented "piece p in block p" layout.
     layout.rows_ = layout.total_bytes_;
     layout.row_bytes_ = 1;
+    layout.stride_ = 1;
     layout.rows_per_block_ = part_bytes;
+    if (stride != 0) return absl::InvalidArgumentError("a record needs batch dims");
     return layout;
   }
 
@@ -53,13 +56,32 @@ absl::StatusOr<BlockLayout> BlockLayout::Make(absl::Span<const int64_t> batch_sh
   if (!row_bytes.ok()) return row_bytes.status();
   layout.rows_ = batch_shape[0];
   layout.row_bytes_ = *row_bytes;
+  layout.stride_ = *row_bytes;
   layout.rows_per_block_ = rows_per_block;
+  if (stride != 0) {
+    if (stride < 0 || field_offset < 0 || field_offset > stride - layout.row_bytes_ ||
+        !ByteSize(std::vector<int64_t>{layout.rows_, stride}, 1).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a ", layout.row_bytes_, "-byte row at offset ", field_offset,
+          " does not fit a record of ", stride, " bytes"));
+    }
+    layout.stride_ = stride;
+    layout.field_offset_ = field_offset;
+  }
   return layout;
 }
 
 // Row counts are used instead of rows_per_block * row_bytes throughout: that
 // product may overflow when rows_per_block exceeds the number of rows, while
 // any quantity bounded by the leaf's size cannot.
+
+BlockLayout BlockLayout::StoredRows() const {
+  BlockLayout stored = *this;
+  stored.total_bytes_ = stored_bytes();
+  stored.row_bytes_ = stride_;
+  stored.field_offset_ = 0;
+  return stored;
+}
 
 int64_t BlockLayout::block_count() const {
   if (total_bytes_ == 0) return 0;
@@ -69,7 +91,7 @@ int64_t BlockLayout::block_count() const {
 int64_t BlockLayout::block_bytes(int64_t block) const {
   if (block < 0 || block >= block_count()) return 0;
   const int64_t first_row = block * rows_per_block_;
-  return std::min(rows_per_block_, rows_ - first_row) * row_bytes_;
+  return std::min(rows_per_block_, rows_ - first_row) * stride_;
 }
 
 int64_t BlockLayout::part_count(int64_t block) const {
@@ -92,14 +114,19 @@ void BlockLayout::ForEachSegment(int64_t offset, int64_t length, int64_t max_pie
     return;
   }
   const int64_t end = offset + length;
+  const bool record = in_record();
   int64_t pos = offset;
   while (pos < end) {
-    const int64_t block = pos / row_bytes_ / rows_per_block_;
-    const int64_t in_block = pos - block_offset(block);
+    const int64_t row = pos / row_bytes_;
+    const int64_t in_row = pos - row * row_bytes_;
+    const int64_t block = row / rows_per_block_;
+    const int64_t in_block = (row - block * rows_per_block_) * stride_ + field_offset_ + in_row;
     const int64_t part = in_block / part_bytes_;
     const int64_t in_part = in_block - part * part_bytes_;
     const int64_t left_in_part = part_size(block, part) - in_part;
-    const int64_t piece = std::min({end - pos, left_in_part, max_piece});
+    int64_t piece = std::min({end - pos, left_in_part, max_piece});
+    // A record's next row of this leaf is a stride further on, not adjacent.
+    if (record) piece = std::min(piece, row_bytes_ - in_row);
 
     Segment segment;
     segment.block = block;

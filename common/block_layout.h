@@ -14,6 +14,12 @@
 //
 // A leaf of 0 bytes has no blocks at all.
 //
+// A leaf of a record dict (docs/storage-layout.md, "Record dicts") shares
+// its blocks with the record's other leaves: each stored row is `stride`
+// bytes, the whole record, and the leaf's row sits at `field_offset` in
+// it. Blocks and parts are then cut from stride-byte rows, and a range of
+// the leaf's bytes maps to one segment per row it touches.
+//
 // Pure code, no I/O. Immutable after construction; safe to share.
 #ifndef TDSTORE_COMMON_BLOCK_LAYOUT_H_
 #define TDSTORE_COMMON_BLOCK_LAYOUT_H_
@@ -41,31 +47,47 @@ class BlockLayout {
   // batch_shape: the dict's; leaf_shape: the full shape (batch dims first);
   // elem_size: dtype size. INVALID_ARGUMENT if rows_per_block or part_bytes
   // is < 1, leaf_shape does not start with batch_shape, or sizes overflow.
+  // stride > 0: a leaf in a record of `stride` bytes per row, at
+  // `field_offset` (INVALID_ARGUMENT without batch dims, or if the leaf's
+  // row does not fit inside the record).
   static absl::StatusOr<BlockLayout> Make(absl::Span<const int64_t> batch_shape,
                                           absl::Span<const int64_t> leaf_shape,
                                           int64_t elem_size, int64_t rows_per_block,
-                                          int64_t part_bytes);
+                                          int64_t part_bytes, int64_t stride = 0,
+                                          int64_t field_offset = 0);
 
+  // The leaf's bytes (not what its blocks store: stored_bytes()).
   int64_t total_bytes() const { return total_bytes_; }
   int64_t rows() const { return rows_; }
   int64_t row_bytes() const { return row_bytes_; }
+  // Bytes of one stored row: the record's for a leaf in one, else row_bytes.
+  int64_t stride() const { return stride_; }
+  bool in_record() const { return stride_ != row_bytes_ || field_offset_ != 0; }
+  // Bytes the blocks hold: rows x stride.
+  int64_t stored_bytes() const { return rows_ * stride_; }
+  // Where the leaf's row starts in a stored row (0 unless in a record).
+  int64_t field_offset() const { return field_offset_; }
+  // The layout of the stored rows themselves, whole: for a leaf in a
+  // record, the record's (its "leaf" bytes are the stored bytes); else this.
+  BlockLayout StoredRows() const;
   int64_t rows_per_block() const { return rows_per_block_; }
   int64_t part_bytes() const { return part_bytes_; }
 
   // Number of blocks holding data (0 when total_bytes() == 0).
   int64_t block_count() const;
-  // Bytes in block b (the last block may be short).
+  // Stored bytes in block b (the last block may be short).
   int64_t block_bytes(int64_t block) const;
   // Parts of block b: ceil(block_bytes / part_bytes).
   int64_t part_count(int64_t block) const;
   // Bytes in part p of block b.
   int64_t part_size(int64_t block, int64_t part) const;
-  // Byte offset of block b in the leaf.
+  // Byte offset of block b's first row in the leaf.
   int64_t block_offset(int64_t block) const { return block * rows_per_block_ * row_bytes_; }
 
   // Calls fn for each piece of the leaf byte range [offset, offset + length),
-  // split at part boundaries and further so no piece exceeds max_piece bytes,
-  // in increasing offset order. The range must lie inside the leaf.
+  // split at part boundaries (and, in a record, at rows) and further so no
+  // piece exceeds max_piece bytes, in increasing offset order. The range
+  // must lie inside the leaf.
   void ForEachSegment(int64_t offset, int64_t length, int64_t max_piece,
                       const std::function<void(const Segment&)>& fn) const;
 
@@ -74,6 +96,8 @@ class BlockLayout {
   int64_t total_bytes_ = 0;
   int64_t rows_ = 0;
   int64_t row_bytes_ = 0;
+  int64_t stride_ = 0;
+  int64_t field_offset_ = 0;
   int64_t rows_per_block_ = 1;
   int64_t part_bytes_ = 1;
 };

@@ -136,6 +136,16 @@ absl::StatusOr<LeafRecord> DecodeLeafFields(
     if (!bytes) return Malformed(text, "value is not lower-case hex");
     record.value = *std::move(bytes);
   }
+  if (auto rec = fields.find("rec"); rec != fields.end()) {
+    const size_t slash = rec->second.find('/');
+    int64_t offset = 0, stride = 0;
+    if (slash == std::string_view::npos ||
+        !ParseNonNegative(rec->second.substr(0, slash), &offset) ||
+        !ParseNonNegative(rec->second.substr(slash + 1), &stride) || stride < 1) {
+      return Malformed(text, "rec is not <offset>/<stride>");
+    }
+    record.in_record = {offset, stride};
+  }
   return record;
 }
 
@@ -145,6 +155,9 @@ std::string LeafFields(const LeafRecord& record) {
   if (record.kind != LeafKind::kTensor) absl::StrAppend(&out, ";kind=", AV(LeafKindName(record.kind)));
   // Hex keeps ';' and '=' out of the record, whatever the value's bytes.
   if (KeepsValue(record.kind, record.shape)) absl::StrAppend(&out, ";value=", ToHex(record.value));
+  if (record.InSharedRecord()) {
+    absl::StrAppend(&out, ";rec=", record.in_record.offset, "/", record.in_record.stride);
+  }
   return out;
 }
 

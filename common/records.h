@@ -6,6 +6,9 @@
 // one-value form the value in lower-case hex:
 //   "dtype=uint8;shape=100,64;gen=8;kind=text"
 //   "dtype=uint8;shape=100,0;gen=9;kind=json;value=7b7d"
+// and for a leaf of a record dict (layout=record, docs/storage-layout.md)
+// where its rows sit in the shared record: byte offset and record size.
+//   "dtype=float32;shape=100,84;gen=7;rec=0/365"
 // Pending-write record (field of <ns>:{id}:pending, keyed by generation):
 //   "expires_ms=1764480000000;dtype=float32;shape=100,84;gen=7"
 // Formats are `key=value` pairs joined by ';' so they are readable in
@@ -37,6 +40,15 @@ struct LeafRecord {
         kind(kind),
         value(std::move(value)) {}
 
+  // Where a leaf of a record dict keeps its rows: at byte `offset` of each
+  // `stride`-byte row of its generation, which every leaf of the record
+  // shares. stride == 0: the leaf's generation holds its rows alone.
+  struct InRecord {
+    int64_t offset = 0;
+    int64_t stride = 0;
+    bool operator==(const InRecord& o) const { return offset == o.offset && stride == o.stride; }
+  };
+
   DType dtype = DType::kUnspecified;
   Shape shape;  // full shape, batch dims first
   int64_t generation = 0;
@@ -44,10 +56,13 @@ struct LeafRecord {
   // The value of a one-value leaf (IsOneValue), or a ragged leaf's cell
   // dtype name; empty for any other (KeepsValue).
   std::string value;
+  InRecord in_record;
+
+  bool InSharedRecord() const { return in_record.stride > 0; }
 
   bool operator==(const LeafRecord& o) const {
     return dtype == o.dtype && shape == o.shape && generation == o.generation &&
-           kind == o.kind && value == o.value;
+           kind == o.kind && value == o.value && in_record == o.in_record;
   }
 };
 

@@ -210,6 +210,7 @@ DictInfo Dict::describe() {
   for (const core::LeafMeta& leaf : info.leaves) out.leaves.push_back(ToLeafInfo(leaf));
   out.rows_per_block = info.rows_per_block;
   out.part_bytes = info.part_bytes;
+  out.layout = info.layout;
   out.version = info.version;
   out.locked = info.locked;
   out.attrs = info.attrs;

@@ -7,7 +7,12 @@
 -- Mode 'create': only paths that are still absent get their new leaf (the
 -- zero-filled leaves an indexed write creates); a path someone else created
 -- meanwhile keeps theirs, and ours is parked for deletion like a replaced
--- one (its slot in the reply is 'kept'). Returns {version, old_1, ..., old_n}
+-- one (its slot in the reply is 'kept'). Mode 'record': the leaves of a
+-- record dict's record, all of one generation (';rec=' in their records),
+-- made only if the dict has no record yet and none of the paths; else
+-- every one is 'kept' (the record someone else formed first stays).
+-- A leaf of a record is never replaced here: WriteTxn::BeginLeaf refuses
+-- whole-leaf writes into a record dict. Returns {version, old_1, ..., old_n}
 -- where old_i is the replaced leaf record, '' when the path was new, or
 -- 'kept'. Each replaced generation is parked in the pending hash as already expired
 -- ("expires_ms=0;<record>"): the caller deletes its blocks right away and
@@ -23,7 +28,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deletin
   return redis.error_reply('TDNODICT the dict was deleted')
 end
 local n = tonumber(ARGV[1])
-local create_only = ARGV[2] == 'create'
+local create_only = ARGV[2] == 'create' or ARGV[2] == 'record'
 if redis.call('HEXISTS', KEYS[1], 'locked') == 1 and ARGV[2] == 'strict' then
   return redis.error_reply('TDLOCKED ' .. ARGV[3])
 end
@@ -72,11 +77,20 @@ for i = 0, n - 1 do
     end
   end
 end
+local record_taken = false
+if ARGV[2] == 'record' then
+  for _, r in ipairs(redis.call('HVALS', KEYS[2])) do
+    if string.find(r, ';rec=', 1, true) then record_taken = true end
+  end
+  for i = 0, n - 1 do
+    if redis.call('HEXISTS', KEYS[2], ARGV[3 + 3 * i]) == 1 then record_taken = true end
+  end
+end
 local out = {0}
 for i = 0, n - 1 do
   local p, rec, gen = ARGV[3 + 3 * i], ARGV[3 + 3 * i + 1], ARGV[3 + 3 * i + 2]
   local old = redis.call('HGET', KEYS[2], p)
-  if create_only and old then
+  if record_taken or (create_only and old) then
     redis.call('HSET', KEYS[3], gen, 'expires_ms=0;' .. rec)
     out[#out + 1] = 'kept'
   else

@@ -4,7 +4,10 @@
 -- it); then the encoded paths. All are checked before anything is removed.
 -- Returns {version, path_1, record_1, ...} of the removed leaves. Their
 -- generations are parked in the pending hash as already expired, as in
--- commit_leaves.lua: the caller deletes the blocks, then the entries.
+-- commit_leaves.lua: the caller deletes the blocks, then the entries. A
+-- record dict's leaves share one generation (';rec=' in their records): it
+-- is parked only with the last leaf that names it, and a leaf removed
+-- before that comes back with the record 'shared' (no blocks to delete).
 -- Errors: TDNODICT if the dict was deleted; TDNOTFOUND <path> if a path
 -- matches nothing; TDLOCKED if the dict is locked (set_locked.lua).
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then
@@ -29,12 +32,24 @@ for i = 3, #ARGV do
     return redis.error_reply('TDNOTFOUND ' .. p)
   end
 end
+for f, _ in pairs(doomed) do
+  redis.call('HDEL', KEYS[2], f)
+end
+local left = redis.call('HVALS', KEYS[2])
+local function park(rec)
+  local gen = string.match(rec, 'gen=(%d+)')
+  if string.find(rec, ';rec=', 1, true) then
+    for _, r in ipairs(left) do
+      if string.match(r, 'gen=(%d+)') == gen then return 'shared' end
+    end
+  end
+  redis.call('HSET', KEYS[3], gen, 'expires_ms=0;' .. rec)
+  return rec
+end
 local out = {0}
 for f, rec in pairs(doomed) do
-  redis.call('HDEL', KEYS[2], f)
-  redis.call('HSET', KEYS[3], string.match(rec, 'gen=(%d+)'), 'expires_ms=0;' .. rec)
   out[#out + 1] = f
-  out[#out + 1] = rec
+  out[#out + 1] = park(rec)
 end
 out[1] = redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('PUBLISH', ARGV[1], ARGV[2])

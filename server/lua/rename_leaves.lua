@@ -6,7 +6,9 @@
 -- ARGV[5] '1' to replace what is at the target (its generations are parked
 -- for deletion as in delete_leaves.lua), '0' to refuse it.
 -- Returns {version, old_1, new_1, ...} for each leaf moved, then '', then
--- {path, record} of each leaf replaced at the target.
+-- {path, record} of each leaf replaced at the target; 'shared' for the
+-- record of one whose generation other leaves of a record dict still name
+-- (parked only with the last, as in delete_leaves.lua).
 -- Errors (nothing changes): TDNODICT (deleted), TDLOCKED (locked),
 -- TDNOTFOUND (no leaf at or under the source), TDEXISTS <path> (the target
 -- holds a leaf or subtree and ARGV[5] is '0'), TDCONFLICT <path> (the
@@ -44,7 +46,6 @@ end
 local out = {0}
 for _, r in ipairs(replaced) do
   redis.call('HDEL', KEYS[2], r[1])
-  redis.call('HSET', KEYS[3], string.match(r[2], 'gen=(%d+)'), 'expires_ms=0;' .. r[2])
 end
 for _, m in ipairs(moving) do
   redis.call('HDEL', KEYS[2], m[1])
@@ -56,9 +57,20 @@ for _, m in ipairs(moving) do
   out[#out + 1] = target
 end
 out[#out + 1] = ''
+local left = redis.call('HVALS', KEYS[2])
+local function park(rec)
+  local gen = string.match(rec, 'gen=(%d+)')
+  if string.find(rec, ';rec=', 1, true) then
+    for _, l in ipairs(left) do
+      if string.match(l, 'gen=(%d+)') == gen then return 'shared' end
+    end
+  end
+  redis.call('HSET', KEYS[3], gen, 'expires_ms=0;' .. rec)
+  return rec
+end
 for _, r in ipairs(replaced) do
   out[#out + 1] = r[1]
-  out[#out + 1] = r[2]
+  out[#out + 1] = park(r[2])
 end
 out[1] = redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('PUBLISH', ARGV[1], ARGV[2])

@@ -108,6 +108,8 @@ void ToProto(const store::DictSchema& schema, v1::DictInfo* out) {
   for (const auto& [_, leaf] : schema.leaves) ToProto(leaf, out->add_leaves());
   out->set_rows_per_block(schema.meta.rows_per_block);
   out->set_part_bytes(schema.meta.part_bytes);
+  out->set_layout(schema.meta.layout == store::DictLayout::kRecord ? v1::DICT_LAYOUT_RECORD
+                                                                   : v1::DICT_LAYOUT_LEAVES);
   out->set_version(schema.meta.version);
   out->set_locked(schema.meta.locked);
   out->mutable_attrs()->insert(schema.attrs.begin(), schema.attrs.end());

@@ -149,6 +149,16 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
     spec.batch_shape = ShapeFromProto(req->batch_shape());
     spec.rows_per_block = req->options().rows_per_block();
     spec.part_bytes = req->options().part_bytes();
+    switch (req->options().layout()) {
+      case v1::DICT_LAYOUT_LEAVES:
+        break;
+      case v1::DICT_LAYOUT_RECORD:
+        spec.layout = store::DictLayout::kRecord;
+        break;
+      default:
+        return NothingApplied(ctx, absl::InvalidArgumentError(
+                                       StrCat("unknown dict layout ", req->options().layout())));
+    }
     for (const v1::LeafSpec& leaf : req->leaves()) {
       auto path = FromProto(leaf.path());
       if (!path.ok()) return NothingApplied(ctx, path.status());

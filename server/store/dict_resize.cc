@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <random>
 #include <string>
 #include <thread>
@@ -60,18 +61,23 @@ absl::StatusOr<std::vector<LeafLayouts>> PlanLayouts(const DictSchema& schema, i
   batch[0] = rows;
   if (auto s = ValidateShape(batch, "batch shape"); !s.ok()) return s;
   std::vector<LeafLayouts> out;
+  std::set<int64_t> records;  // a record's leaves share one generation: once
   for (const auto& [_, leaf] : schema.leaves) {
-    Shape shape = leaf.record.shape;
+    const LeafRecord& record = leaf.record;
+    if (record.InSharedRecord() && !records.insert(record.generation).second) continue;
+    Shape shape = record.shape;
     shape[0] = rows;
-    const int64_t elem = DTypeSize(leaf.record.dtype);
-    auto before = schema.Layout(leaf.record);
+    const int64_t elem = DTypeSize(record.dtype);
+    auto before = schema.Layout(record);
     if (!before.ok()) return before.status();
-    auto after = BlockLayout::Make(batch, shape, elem, meta.rows_per_block, meta.part_bytes);
+    auto after = BlockLayout::Make(batch, shape, elem, meta.rows_per_block, meta.part_bytes,
+                                   record.in_record.stride, record.in_record.offset);
     if (!after.ok()) {
       return absl::InvalidArgumentError(StrCat("leaf '", PathToDisplay(leaf.path), "' at ",
                                                rows, " rows: ", after.status().message()));
     }
-    out.push_back({*std::move(before), *std::move(after), leaf.record.generation});
+    // What the generation stores: for a record, its whole rows.
+    out.push_back({before->StoredRows(), after->StoredRows(), record.generation});
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "server/store/dict_store.h"
 
+#include <set>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -95,9 +97,14 @@ absl::Status DictStore::CheckNamespaceRoom(int64_t bytes, std::string_view what)
 
 absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Shape& batch_shape,
                                                  int64_t rows_per_block, int64_t part_bytes,
-                                                 int64_t schema_bytes, bool publish) {
+                                                 int64_t schema_bytes, bool publish,
+                                                 DictLayout layout) {
   if (auto s = CheckName(name); !s.ok()) return s;
   if (auto s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
+  if (layout == DictLayout::kRecord && batch_shape.empty()) {
+    return absl::InvalidArgumentError(
+        "a record dict keeps rows of batch dim 0 together: it needs batch dims");
+  }
   if (rows_per_block < 0 || part_bytes < 0) {
     return absl::InvalidArgumentError("rows_per_block and part_bytes must be >= 0");
   }
@@ -160,15 +167,21 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
   const std::string shape_csv = ShapeToCsv(batch_shape);
   const std::string rpb = StrCat(rows_per_block);
   const std::string pb = StrCat(part_bytes);
-  auto meta_reply = redis_->Call(
-      meta_key, {"HSET", meta_key, kMetaFormat, "1", kMetaName, name, kMetaBatchShape, shape_csv,
-                 kMetaRowsPerBlock, rpb, kMetaPartBytes, pb, kMetaVersion, "0", kMetaNextGen, "0"});
+  std::vector<std::string_view> meta_fields{
+      "HSET", meta_key, kMetaFormat, "1", kMetaName, name, kMetaBatchShape, shape_csv,
+      kMetaRowsPerBlock, rpb, kMetaPartBytes, pb, kMetaVersion, "0", kMetaNextGen, "0"};
+  // Absent means "leaves": dicts made before record dicts existed read so.
+  if (layout == DictLayout::kRecord) {
+    meta_fields.insert(meta_fields.end(), {kMetaLayout, DictLayoutName(layout)});
+  }
+  auto meta_reply = redis_->Call(meta_key, meta_fields);
   if (!meta_reply.ok()) return meta_reply.status();
   if (auto s = ReplyStatus(*meta_reply, "write dict meta"); !s.ok()) return s;
 
   if (!publish) {
     DictSchema schema;
     schema.meta = DictMeta{id, std::string(name), batch_shape, rows_per_block, part_bytes, 0};
+    schema.meta.layout = layout;
     return schema;
   }
   auto published = redis_->Call(catalog, {"HSETNX", catalog, name, id});
@@ -187,6 +200,7 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
 
   DictSchema schema;
   schema.meta = DictMeta{id, std::string(name), batch_shape, rows_per_block, part_bytes, 0};
+  schema.meta.layout = layout;
   return schema;
 }
 
@@ -440,7 +454,9 @@ absl::Status DictStore::FinishDelete(const std::string& id) {
     if (!pending.ok()) return pending.status();
     if (auto s = ReplyStatus(*pending, "read pending writes"); !s.ok()) return s;
     // Data blocks of every committed and every pending generation.
+    std::set<int64_t> deleted;  // a record's leaves share one generation
     for (const auto& [_, leaf] : schema->leaves) {
+      if (!deleted.insert(leaf.record.generation).second) continue;
       if (auto s = DeleteGeneration(schema->meta, leaf.record); !s.ok()) return s;
     }
     int64_t stored = schema->StoredBytes();
@@ -451,7 +467,7 @@ absl::Status DictStore::FinishDelete(const std::string& id) {
       if (!record.ok() || !absl::SimpleAtoi(pending_fields[i], &gen)) continue;
       record->leaf.generation = gen;
       if (auto s = DeleteGeneration(schema->meta, record->leaf); !s.ok()) return s;
-      stored += RecordBytes(record->leaf);
+      stored += GenerationBytes(record->leaf);
     }
     // The registry and the meta, in one slot.
     auto del = redis_->Call(meta_key, {"DEL", leaves_key, pending_key, keys_.Attrs(id),
@@ -491,6 +507,10 @@ absl::StatusOr<DictSchema> DictStore::RenameDict(const DictRef& ref,
   cache_.Forget(id);
   return Load({new_name, id});
 }
+
+// What delete_leaves.lua and rename_leaves.lua answer for a removed leaf of
+// a record whose generation other leaves still name.
+constexpr std::string_view kSharedRecord = "shared";
 
 absl::StatusOr<DictStore::Renamed> DictStore::RenameLeaves(const DictRef& ref,
                                                            const LeafPath& from,
@@ -542,9 +562,11 @@ absl::StatusOr<DictStore::Renamed> DictStore::RenameLeaves(const DictRef& ref,
   }
   for (++i; i + 1 < reply->size(); i += 2) {
     auto path = DecodePath((*reply)[i].str());
-    auto record = DecodeLeafRecord((*reply)[i + 1].str());
-    if (!path.ok() || !record.ok()) continue;
+    if (!path.ok()) continue;
     renamed.replaced.push_back(*std::move(path));
+    if ((*reply)[i + 1].str() == kSharedRecord) continue;
+    auto record = DecodeLeafRecord((*reply)[i + 1].str());
+    if (!record.ok()) continue;
     // Best effort, as a delete's: the sweeper finds a parked entry later.
     (void)DropRetired(schema->meta, *record);
   }
@@ -586,10 +608,13 @@ absl::StatusOr<DictStore::Removed> DictStore::DeleteLeaves(const DictRef& ref,
   removed.version = (*reply)[0].integer();
   for (size_t i = 1; i + 1 < reply->size(); i += 2) {
     auto path = DecodePath((*reply)[i].str());
-    auto record = DecodeLeafRecord((*reply)[i + 1].str());
-    if (!path.ok() || !record.ok()) continue;
-    if (auto s = DropRetired(schema->meta, *record); !s.ok()) return s;
+    if (!path.ok()) continue;
     removed.paths.push_back(*std::move(path));
+    // A record's generation goes with the last leaf that names it.
+    if ((*reply)[i + 1].str() == kSharedRecord) continue;
+    auto record = DecodeLeafRecord((*reply)[i + 1].str());
+    if (!record.ok()) continue;
+    if (auto s = DropRetired(schema->meta, *record); !s.ok()) return s;
   }
   std::sort(removed.paths.begin(), removed.paths.end());
   return removed;
@@ -653,7 +678,7 @@ absl::Status DictStore::DropRetired(const DictMeta& meta, const LeafRecord& reco
                             {"HDEL", pending_key, StrCat(record.generation)});
   if (!reply.ok()) return reply.status();
   if (auto s = ReplyStatus(*reply, "drop retired generation"); !s.ok()) return s;
-  if (reply->integer() == 1) ReleaseBytes(RecordBytes(record));
+  if (reply->integer() == 1) ReleaseBytes(GenerationBytes(record));
   return absl::OkStatus();
 }
 

@@ -81,9 +81,12 @@ class DictStore {
   // sweeper deletes the dict once the record has expired and no write into
   // it is in progress. The name is checked free at the start (ALREADY_EXISTS)
   // and again by PublishDict.
+  // `layout` is recorded in the meta and never changes (schema.h's
+  // DictLayout; INVALID_ARGUMENT for a record dict without batch dims).
   absl::StatusOr<DictSchema> CreateDict(std::string_view name, const Shape& batch_shape,
                                         int64_t rows_per_block, int64_t part_bytes,
-                                        int64_t schema_bytes = 0, bool publish = true);
+                                        int64_t schema_bytes = 0, bool publish = true,
+                                        DictLayout layout = DictLayout::kLeaves);
   // Gives a dict made with publish = false its name, atomically
   // (publish_dict.lua). ALREADY_EXISTS if the name was taken meanwhile (the
   // dict is then deleted); ABORTED if the sweeper took the creation as

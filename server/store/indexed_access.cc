@@ -304,7 +304,32 @@ absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const Dict
                                                     const std::vector<ZeroLeaf>& leaves) {
   if (leaves.empty()) return CommitResult{{}, schema.meta.version};
   auto txn = WriteTxn::Begin(store, schema);
-  for (const ZeroLeaf& z : leaves) {
+  std::vector<ZeroLeaf> own = leaves;  // leaves with blocks of their own
+  if (schema.meta.layout == DictLayout::kRecord) {
+    // The leaves with rows go into the record, which only the dict's first
+    // leaves form: after that, its rows have no room for another leaf.
+    std::vector<Leaf> fields;
+    own.clear();
+    for (const ZeroLeaf& z : leaves) {
+      const LeafRecord record{z.dtype, z.shape, 0, z.kind, z.value};
+      if (RowBytes(record) > 0) {
+        fields.push_back({z.path, record});
+      } else {
+        own.push_back(z);
+      }
+    }
+    if (!fields.empty()) {
+      if (!schema.RecordLeaves().empty()) {
+        return absl::FailedPreconditionError(StrCat(
+            "dict '", schema.meta.name, "' keeps each row's leaves in one record (layout ",
+            "record), formed by its first leaves: leaf ", Display(fields.front().path),
+            " cannot join it (make a new dict with every leaf, or copy this one)"));
+      }
+      if (auto s = txn->BeginRecord(fields); !s.ok()) return s;
+      if (auto s = txn->ZeroFill(); !s.ok()) return s;
+    }
+  }
+  for (const ZeroLeaf& z : own) {
     auto bytes = ByteSize(z.shape, DTypeSize(z.dtype));
     if (!bytes.ok()) return bytes.status();
     if (auto s = txn->BeginLeaf(z.path, LeafRecord{z.dtype, z.shape, 0, z.kind, z.value},

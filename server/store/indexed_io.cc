@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "common/str_cat.h"
@@ -31,7 +32,9 @@ struct BlockWork {
     int64_t result_offset = 0;
   };
   std::vector<std::string> keys;
-  std::map<std::pair<size_t, int64_t>, int> key_numbers;  // (leaf, part) -> key
+  // (generation, part) -> key. A record dict's leaves share their
+  // generation, so all of a row's leaves are runs of one key.
+  std::map<std::pair<int64_t, int64_t>, int> key_numbers;
   std::vector<Run> runs;
 };
 
@@ -46,7 +49,7 @@ absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(const DictStore& store
     if (!layout.ok()) return layout.status();
     for (const plan::PartRun& r : plan::SplitRuns(plan::PlanRuns(index, CellBytes(schema, record)), *layout)) {
       BlockWork& work = blocks[r.block];
-      auto [it, added] = work.key_numbers.emplace(std::make_pair(i, r.part),
+      auto [it, added] = work.key_numbers.emplace(std::make_pair(record.generation, r.part),
                                                   static_cast<int>(work.keys.size()) + 1);
       if (added) {
         work.keys.push_back(
@@ -219,7 +222,9 @@ struct Fetch {
 
 // The fetches of one block's runs; `fetch_of[i]` is the fetch run i is cut
 // from. `*allowance` is what the read may still move beyond kCoverFactor
-// times its selection; covering ranges take from it.
+// times its selection; covering ranges take from it. Runs of a key that is
+// not covered are fetched as they lie: runs that touch or overlap are one
+// fetch (a record dict's row: every leaf's run of it, one GETRANGE).
 std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch_of,
                                int64_t* allowance) {
   std::map<int, std::pair<int64_t, int64_t>> span;  // key -> [begin, end)
@@ -248,15 +253,30 @@ std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch
       fetches.push_back({key, range.first, range.second - range.first});
     }
   }
-  fetch_of->clear();
-  for (const BlockWork::Run& r : work.runs) {
-    auto it = covering.find(r.key);
+  fetch_of->assign(work.runs.size(), 0);
+  std::vector<size_t> loose;  // runs of keys not covered
+  for (size_t i = 0; i < work.runs.size(); ++i) {
+    auto it = covering.find(work.runs[i].key);
     if (it != covering.end()) {
-      fetch_of->push_back(it->second);
+      (*fetch_of)[i] = it->second;
     } else {
-      fetch_of->push_back(fetches.size());
+      loose.push_back(i);
+    }
+  }
+  std::sort(loose.begin(), loose.end(), [&](size_t a, size_t b) {
+    const BlockWork::Run& x = work.runs[a];
+    const BlockWork::Run& y = work.runs[b];
+    return std::tie(x.key, x.offset_in_part) < std::tie(y.key, y.offset_in_part);
+  });
+  for (size_t i : loose) {
+    const BlockWork::Run& r = work.runs[i];
+    Fetch* last = fetches.empty() ? nullptr : &fetches.back();
+    if (last != nullptr && last->key == r.key && r.offset_in_part <= last->offset + last->length) {
+      last->length = std::max(last->length, r.offset_in_part + r.length - last->offset);
+    } else {
       fetches.push_back({r.key, r.offset_in_part, r.length});
     }
+    (*fetch_of)[i] = fetches.size() - 1;
   }
   return fetches;
 }

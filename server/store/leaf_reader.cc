@@ -1,6 +1,8 @@
 #include "server/store/leaf_reader.h"
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "common/str_cat.h"
@@ -11,11 +13,29 @@ namespace tdstore::store {
 
 namespace {
 
-// One GETRANGE of a read: a window of leaf number `leaf`.
+// One GETRANGE of a read: a window of leaf number `leaf`. For a leaf in a
+// record, a window of the record's stored rows (segment.leaf_offset is then
+// an offset into them), which the leaf's bytes are cut from.
 struct Window {
   size_t leaf = 0;
   Segment segment;
 };
+
+// The leaf's bytes among `stored`, which are the record's bytes from
+// `from` on: of each stored row, [field_offset, field_offset + row_bytes).
+std::string CutFromRecord(std::string_view stored, int64_t from, const BlockLayout& layout) {
+  const int64_t stride = layout.stride();
+  const int64_t end = from + static_cast<int64_t>(stored.size());
+  std::string out;
+  out.reserve(static_cast<size_t>(stored.size() / stride + 2) *
+              static_cast<size_t>(layout.row_bytes()));
+  for (int64_t row = from / stride; row * stride < end; ++row) {
+    const int64_t lo = std::max(from, row * stride + layout.field_offset());
+    const int64_t hi = std::min(end, row * stride + layout.field_offset() + layout.row_bytes());
+    if (lo < hi) out.append(stored.substr(static_cast<size_t>(lo - from), static_cast<size_t>(hi - lo)));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -23,13 +43,19 @@ absl::Status ReadLeaves(const DictStore& store, const DictSchema& schema,
                         const std::vector<const Leaf*>& leaves, bool probe, LeafSink& sink) {
   // The windows of every leaf, in order. A 4 GiB leaf has 4096: small.
   std::vector<Window> windows;
+  std::vector<BlockLayout> layouts;
   int64_t total = 0;
   for (size_t i = 0; i < leaves.size(); ++i) {
     auto layout = schema.Layout(leaves[i]->record);
     if (!layout.ok()) return layout.status();
-    total += layout->total_bytes();
-    layout->ForEachSegment(0, layout->total_bytes(), store.options().window_bytes,
-                           [&](const Segment& s) { windows.push_back({i, s}); });
+    // A leaf in a record is read as whole stored rows, the record's, and
+    // cut out here: a GETRANGE per row of the leaf alone would cost a
+    // call per row.
+    const BlockLayout stored = layout->StoredRows();
+    total += stored.total_bytes();
+    stored.ForEachSegment(0, stored.total_bytes(), store.options().window_bytes,
+                          [&](const Segment& s) { windows.push_back({i, s}); });
+    layouts.push_back(*std::move(layout));
   }
 
   const int depth = store.options().pipeline_depth;
@@ -88,6 +114,12 @@ absl::Status ReadLeaves(const DictStore& store, const DictSchema& schema,
                                        "' was replaced or deleted during the read; retry"));
     }
     if (auto s = announce_through(w.leaf); !s.ok()) return s;
+    if (layouts[w.leaf].in_record()) {
+      SharedBytes cut =
+          ShareString(CutFromRecord(reply->str(), w.segment.leaf_offset, layouts[w.leaf]));
+      if (auto s = sink.Data(std::move(cut)); !s.ok()) return s;
+      continue;
+    }
     auto owned = std::make_shared<const redis::Reply>(*std::move(reply));
     if (auto s = sink.Data({owned->str(), owned}); !s.ok()) return s;
   }

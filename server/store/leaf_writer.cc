@@ -83,10 +83,7 @@ absl::Status WriteTxn::CheckOneValueTotal(const LeafPath& path, const LeafRecord
   return absl::OkStatus();
 }
 
-absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
-                                 int64_t byte_size) {
-  const DType dtype = leaf.dtype;
-  const Shape& shape = leaf.shape;
+absl::Status WriteTxn::CheckReadyForLeaf() {
   if (done_) return absl::FailedPreconditionError("write transaction already finished");
   if (!leaves_.empty()) {
     const PendingLeaf& prev = leaves_.back();
@@ -96,6 +93,14 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
                        prev.layout.total_bytes(), " bytes but ", prev.written, " arrived")));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
+                                 int64_t byte_size) {
+  const DType dtype = leaf.dtype;
+  const Shape& shape = leaf.shape;
+  if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
 
   // --- Validate the header against the dict before touching Redis. --------
   auto expected = CheckNewLeaf(schema_.meta.batch_shape, path, leaf);
@@ -110,6 +115,15 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
   }
   if (auto s = CheckNesting(schema_, path); !s.ok()) return Fail(s);
   if (auto s = CheckOneValueTotal(path, leaf); !s.ok()) return Fail(s);
+  if (schema_.meta.layout == DictLayout::kRecord && !schema_.meta.batch_shape.empty() &&
+      RowBytes(leaf) > 0) {
+    // A record's rows are strided through every block: a whole leaf would
+    // be a write per row. Rows are written by indexed writes instead.
+    return Fail(absl::FailedPreconditionError(StrCat(
+        "dict '", schema_.meta.name, "' keeps each row's leaves in one record (layout record): ",
+        "leaf ", Display(path), " is written by rows (td[:] = value), not whole; its leaves are ",
+        "made by the dict's create or first indexed write")));
+  }
   const Leaf* replaced = schema_.Find(path);
   if (schema_.meta.locked &&
       (refuse_if_locked_ || replaced == nullptr || replaced->record.dtype != dtype ||
@@ -126,6 +140,45 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
   }
   LeafRecord record = leaf;
   record.generation = 0;
+  record.in_record = {};  // a whole leaf has rows of its own (a copy's source may not)
+  return Reserve(path, std::move(record), byte_size,
+                 replaced ? RecordBytes(replaced->record) : 0, {});
+}
+
+absl::Status WriteTxn::BeginRecord(const std::vector<Leaf>& fields) {
+  if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
+  const Shape& batch = schema_.meta.batch_shape;
+  if (batch.empty() || fields.empty()) {
+    return Fail(absl::InternalError("a record needs batch dims and leaves"));
+  }
+  if (schema_.meta.locked) return Fail(LockedError(schema_.meta.name, "add leaves"));
+  // Each leaf's row at the next free offset of the record, in the order given.
+  std::vector<Leaf> placed;
+  int64_t stride = 0;
+  for (const Leaf& f : fields) {
+    auto bytes = CheckNewLeaf(batch, f.path, f.record);
+    if (!bytes.ok()) return Fail(bytes.status());
+    for (const Leaf& other : placed) {
+      if (auto s = CheckDisjoint(other.path, f.path); !s.ok()) return Fail(s);
+    }
+    if (auto s = CheckNesting(schema_, f.path); !s.ok()) return Fail(s);
+    Leaf leaf = f;
+    leaf.record.generation = 0;
+    leaf.record.in_record = {stride, 0};
+    stride += RowBytes(f.record);
+    placed.push_back(std::move(leaf));
+  }
+  for (Leaf& leaf : placed) leaf.record.in_record.stride = stride;
+  auto bytes = ByteSize(std::vector<int64_t>{batch[0], stride}, 1);
+  if (!bytes.ok()) return Fail(bytes.status());
+  // The record is written as one uint8 leaf [rows, stride] (pending record,
+  // blocks, quota), and committed as the leaves in it.
+  return Reserve({}, LeafRecord{DType::kUInt8, {batch[0], stride}, 0}, *bytes, 0,
+                 std::move(placed));
+}
+
+absl::Status WriteTxn::Reserve(const LeafPath& path, LeafRecord record, int64_t byte_size,
+                               int64_t replaced_bytes, std::vector<Leaf> fields) {
   auto layout = schema_.Layout(record);
   if (!layout.ok()) return Fail(layout.status());
 
@@ -133,11 +186,11 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
   // The dict quota counts the dict as the commit will leave it (a replaced
   // leaf's bytes go); the namespace counter also holds the replaced
   // generation until its blocks are deleted, as Redis does.
-  const int64_t after =
-      bytes_after_commit_ + byte_size - (replaced ? RecordBytes(replaced->record) : 0);
+  const int64_t after = bytes_after_commit_ + byte_size - replaced_bytes;
   if (auto s = store_->CheckDictQuota(schema_.meta, after); !s.ok()) return Fail(s);
-  if (auto s = store_->ReserveBytes(byte_size, StrCat("leaf ", Display(path), " of dict '",
-                                                      schema_.meta.name, "'"));
+  if (auto s = store_->ReserveBytes(byte_size, StrCat(fields.empty() ? "leaf " : "the record of ",
+                                                      fields.empty() ? Display(path) : "",
+                                                      " of dict '", schema_.meta.name, "'"));
       !s.ok()) {
     return Fail(s);
   }
@@ -159,7 +212,8 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
   record.generation = gen->integer();
   // Recorded: from here the pending entry carries the reservation.
   unrecorded_reserved_ = 0;
-  leaves_.push_back(PendingLeaf{Leaf{path, record}, *std::move(layout), 0});
+  for (Leaf& f : fields) f.record.generation = record.generation;
+  leaves_.push_back(PendingLeaf{Leaf{path, record}, *std::move(layout), 0, std::move(fields)});
   return absl::OkStatus();
 }
 
@@ -323,14 +377,23 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
   // --- The commit: one script flips every leaf. ----------------------------
   const KeySchema& keys = store_->keys();
   const std::string& id = schema_.meta.id;
-  std::vector<std::string> args{StrCat(leaves_.size()),
-                                mode == CommitMode::kCreateMissing ? "create"
+  // What the commit names: each leaf, and for a record each leaf in it.
+  std::vector<const Leaf*> committed;
+  bool record = false;
+  for (const PendingLeaf& p : leaves_) {
+    if (p.fields.empty()) committed.push_back(&p.leaf);
+    for (const Leaf& f : p.fields) committed.push_back(&f);
+    record = record || !p.fields.empty();
+  }
+  std::vector<std::string> args{StrCat(committed.size()),
+                                record                             ? "record"
+                                : mode == CommitMode::kCreateMissing ? "create"
                                 : refuse_if_locked_                ? "strict"
                                                                    : "replace"};
-  for (const PendingLeaf& p : leaves_) {
-    args.push_back(EncodePath(p.leaf.path));
-    args.push_back(EncodeLeafRecord(p.leaf.record));
-    args.push_back(StrCat(p.leaf.record.generation));
+  for (const Leaf* leaf : committed) {
+    args.push_back(EncodePath(leaf->path));
+    args.push_back(EncodeLeafRecord(leaf->record));
+    args.push_back(StrCat(leaf->record.generation));
   }
   args.push_back(keys.SchemaChannel());
   args.push_back(id);
@@ -387,14 +450,18 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
 
   CommitResult result;
   result.version = (*reply)[0].integer();
-  for (size_t i = 0; i < leaves_.size(); ++i) {
+  std::set<int64_t> dropped;  // a record's kept leaves share one generation
+  for (size_t i = 0; i < committed.size(); ++i) {
     std::string_view old = (*reply)[i + 1].str();
     if (old == "kept") {
-      // Someone created this path first; ours was parked for deletion.
-      (void)store_->DropRetired(schema_.meta, leaves_[i].leaf.record);
+      // Someone created this path (or the record) first; ours was parked
+      // for deletion.
+      if (dropped.insert(committed[i]->record.generation).second) {
+        (void)store_->DropRetired(schema_.meta, committed[i]->record);
+      }
       continue;
     }
-    result.written.push_back(leaves_[i].leaf);
+    result.written.push_back(*committed[i]);
     if (old.empty()) continue;
     auto record = DecodeLeafRecord(old);
     // Best effort: on failure the sweeper finds the parked entry later.

@@ -91,6 +91,14 @@ class WriteTxn {
   absl::Status BeginLeaf(const LeafPath& path, DType dtype, const Shape& shape, int64_t byte_size) {
     return BeginLeaf(path, LeafRecord{dtype, shape, 0}, byte_size);
   }
+  // Starts the record of a record dict (schema.h's DictLayout::kRecord)
+  // that has none yet: one generation, every row `stride` bytes, holding
+  // each of `fields` (path, dtype, shape, kind; checked as BeginLeaf checks
+  // a leaf) at the next offset, in the order given. Follow it with
+  // ZeroFill. The commit makes all of them, only if the dict still has no
+  // record and none of the paths (else every one is left out of
+  // CommitResult::written, as kCreateMissing leaves a path someone else made).
+  absl::Status BeginRecord(const std::vector<Leaf>& fields);
   // Appends bytes of the current leaf.
   absl::Status Append(std::string_view data);
   // Fills the whole current leaf with zero bytes without sending them: each
@@ -111,7 +119,17 @@ class WriteTxn {
     Leaf leaf;
     BlockLayout layout;
     int64_t written = 0;  // bytes appended so far
+    // A record (BeginRecord): `leaf` is its uint8 [rows, stride] bytes,
+    // and these are the leaves the commit makes of it.
+    std::vector<Leaf> fields;
   };
+  // FAILED_PRECONDITION when done; INVALID_ARGUMENT (aborting) if the
+  // previous leaf is short of its bytes.
+  absl::Status CheckReadyForLeaf();
+  // Quotas, then a pending generation for `record`: the part BeginLeaf and
+  // BeginRecord share once their header is checked.
+  absl::Status Reserve(const LeafPath& path, LeafRecord record, int64_t byte_size,
+                       int64_t replaced_bytes, std::vector<Leaf> fields);
 
   WriteTxn(DictStore* store, DictSchema schema);
   absl::Status Fail(absl::Status status);  // aborts, returns status

@@ -14,15 +14,47 @@ int64_t RecordBytes(const LeafRecord& record) {
   return bytes.ok() ? *bytes : 0;
 }
 
+int64_t RowBytes(const LeafRecord& record) {
+  if (record.shape.empty()) return 0;
+  auto bytes = ByteSize(absl::MakeConstSpan(record.shape).subspan(1), DTypeSize(record.dtype));
+  return bytes.ok() ? *bytes : 0;
+}
+
+int64_t GenerationBytes(const LeafRecord& record) {
+  if (!record.InSharedRecord() || record.shape.empty()) return RecordBytes(record);
+  auto bytes = ByteSize(std::vector<int64_t>{record.shape[0], record.in_record.stride}, 1);
+  return bytes.ok() ? *bytes : 0;
+}
+
+std::string_view DictLayoutName(DictLayout layout) {
+  return layout == DictLayout::kRecord ? "record" : "leaves";
+}
+
 int64_t DictSchema::StoredBytes() const {
   int64_t total = 0;
-  for (const auto& [_, leaf] : leaves) total += RecordBytes(leaf.record);
+  std::set<int64_t> records;  // shared generations, counted once
+  for (const auto& [_, leaf] : leaves) {
+    if (!leaf.record.InSharedRecord()) {
+      total += RecordBytes(leaf.record);
+    } else if (records.insert(leaf.record.generation).second) {
+      total += GenerationBytes(leaf.record);
+    }
+  }
   return total;
+}
+
+std::vector<const Leaf*> DictSchema::RecordLeaves() const {
+  std::vector<const Leaf*> out;
+  for (const auto& [_, leaf] : leaves) {
+    if (leaf.record.InSharedRecord()) out.push_back(&leaf);
+  }
+  return out;
 }
 
 absl::StatusOr<BlockLayout> DictSchema::Layout(const LeafRecord& record) const {
   return BlockLayout::Make(meta.batch_shape, record.shape, DTypeSize(record.dtype),
-                           meta.rows_per_block, meta.part_bytes);
+                           meta.rows_per_block, meta.part_bytes, record.in_record.stride,
+                           record.in_record.offset);
 }
 
 absl::StatusOr<BlockLayout> GenerationExtent(const DictMeta& meta, const LeafRecord& record) {
@@ -35,7 +67,7 @@ absl::StatusOr<BlockLayout> GenerationExtent(const DictMeta& meta, const LeafRec
   if (batch_dims > 0) shape[0] = std::max(shape[0], meta.rows_high);
   const Shape batch(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(batch_dims));
   return BlockLayout::Make(batch, shape, DTypeSize(record.dtype), meta.rows_per_block,
-                           meta.part_bytes);
+                           meta.part_bytes, record.in_record.stride, record.in_record.offset);
 }
 
 const Leaf* DictSchema::Find(const LeafPath& path) const {
@@ -201,6 +233,11 @@ absl::StatusOr<DictSchema> ParseSchema(std::string id,
       auto n = ParseInt(v, f);
       if (!n.ok()) return n.status();
       schema.meta.part_bytes = *n;
+    } else if (f == kMetaLayout) {
+      if (v != "leaves" && v != "record") {
+        return absl::DataLossError(StrCat("dict id ", schema.meta.id, ": unknown layout '", v, "'"));
+      }
+      schema.meta.layout = v == "record" ? DictLayout::kRecord : DictLayout::kLeaves;
     } else if (f == kMetaVersion) {
       auto n = ParseInt(v, f);
       if (!n.ok()) return n.status();

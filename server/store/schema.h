@@ -38,6 +38,18 @@ struct DictRef {
   std::string_view id;  // empty: whichever dict has the name now
 };
 
+// How a dict's leaves keep their rows (docs/storage-layout.md).
+enum class DictLayout {
+  // Each leaf's rows in blocks of its own (the default).
+  kLeaves,
+  // Every leaf with row bytes in one shared record per row: a row's leaves
+  // are contiguous, so reading or writing every leaf of a row is one range.
+  // The record is formed by the dict's first leaves and fixed after that.
+  kRecord,
+};
+// "leaves" / "record".
+std::string_view DictLayoutName(DictLayout layout);
+
 struct DictMeta {
   std::string id;
   std::string name;
@@ -52,6 +64,7 @@ struct DictMeta {
   // The most rows batch dim 0 has had or was being given by a resize
   // (resize_dict.lua); 0 if never resized. Blocks up to it may exist.
   int64_t rows_high = 0;
+  DictLayout layout = DictLayout::kLeaves;
 };
 
 // One stored leaf: its path and its current record.
@@ -68,8 +81,12 @@ struct DictSchema {
   // User attributes (name -> value), read with the schema.
   std::map<std::string, std::string> attrs;
 
-  // Bytes of every leaf (what the dict stores; its quota counts this).
+  // Bytes the dict's generations store (its quota counts this): every
+  // leaf's own bytes, and each shared record once.
   int64_t StoredBytes() const;
+
+  // A record dict's leaves that live in its record (none if not formed yet).
+  std::vector<const Leaf*> RecordLeaves() const;
 
   // The block layout of a leaf with this record in this dict.
   absl::StatusOr<BlockLayout> Layout(const LeafRecord& record) const;
@@ -125,6 +142,13 @@ absl::Status CheckNesting(const DictSchema& schema, const LeafPath& path);
 // Bytes of a leaf with this record (0 if its shape overflows, which a
 // stored record never does).
 int64_t RecordBytes(const LeafRecord& record);
+// Bytes of one index of batch dim 0 of a leaf with this record (0 for a
+// leaf with no batch dims or an empty element). A record dict keeps the
+// leaves with row bytes in its record.
+int64_t RowBytes(const LeafRecord& record);
+// Bytes the generation of this record stores: RecordBytes, or the whole
+// shared record for a leaf of one. What a deleted generation gives back.
+int64_t GenerationBytes(const LeafRecord& record);
 
 // Meta hash fields (docs/storage-layout.md).
 inline constexpr char kMetaFormat[] = "format";
@@ -138,6 +162,7 @@ inline constexpr char kMetaDeleting[] = "deleting";
 inline constexpr char kMetaLocked[] = "locked";
 inline constexpr char kMetaRowsHigh[] = "rows_high";
 inline constexpr char kMetaResizing[] = "resizing";
+inline constexpr char kMetaLayout[] = "layout";  // absent: "leaves"
 
 // Builds a schema from the flattened field/value lists of HGETALL meta,
 // HGETALL leaves and HGETALL attrs. DATA_LOSS if a record is malformed;

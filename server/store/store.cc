@@ -39,10 +39,10 @@ absl::StatusOr<DictSchema> Store::CreateDict(const NewDict& spec) {
   }
   if (leaves.empty()) {
     return dicts_->CreateDict(spec.name, spec.batch_shape, spec.rows_per_block,
-                              spec.part_bytes);
+                              spec.part_bytes, 0, /*publish=*/true, spec.layout);
   }
   auto schema = dicts_->CreateDict(spec.name, spec.batch_shape, spec.rows_per_block,
-                                   spec.part_bytes, schema_bytes, /*publish=*/false);
+                                   spec.part_bytes, schema_bytes, /*publish=*/false, spec.layout);
   if (!schema.ok()) return schema;
   return Publish(*schema, CreateZeroFilledLeaves(dicts_, *schema, leaves).status());
 }
@@ -51,6 +51,12 @@ absl::StatusOr<DictSchema> Store::CreateCopy(const NewDict& spec) {
   if (!spec.batch_shape.empty() || !spec.leaves.empty()) {
     return absl::InvalidArgumentError(
         "a dict created as a copy takes the source's batch shape and leaves: give neither");
+  }
+  if (spec.layout == DictLayout::kRecord) {
+    // The copy writes whole leaves, which a record dict does not take.
+    return absl::InvalidArgumentError(
+        "a copy is made in the default layout: create a record dict with the leaves and "
+        "write its rows (td[:] = source) instead");
   }
   const CopySource& source = *spec.copy_from;
   auto from = dicts_->Load(source.dict);

@@ -82,6 +82,9 @@ class Store {
     Shape batch_shape;
     int64_t rows_per_block = 0;  // 0: the default
     int64_t part_bytes = 0;      // 0: the default
+    // kRecord: each row's leaves in one record (schema.h), formed by
+    // `leaves`, or else by the first indexed write. Not for a copy.
+    DictLayout layout = DictLayout::kLeaves;
     struct Leaf {
       LeafPath path;
       DType dtype = DType::kUnspecified;

@@ -101,7 +101,7 @@ absl::Status Sweeper::SweepDict(const std::string& id, int64_t now_ms, int* remo
     // The entry is gone for good only if it still held our lease: then
     // this pass, and no other, returns the generation's bytes.
     if (dropped->is_integer() && dropped->integer() == 1) {
-      store_->ReleaseBytes(RecordBytes(record->leaf));
+      store_->ReleaseBytes(GenerationBytes(record->leaf));
     }
     ++*removed;
   }

@@ -145,6 +145,8 @@ Dict Client::create(const std::string& name, const std::vector<int64_t>& batch_s
   request.mutable_batch_shape()->Assign(batch_size.begin(), batch_size.end());
   request.mutable_options()->set_rows_per_block(options.rows_per_block);
   request.mutable_options()->set_part_bytes(options.part_bytes);
+  request.mutable_options()->set_layout(
+      options.layout == Layout::kRecord ? v1::DICT_LAYOUT_RECORD : v1::DICT_LAYOUT_LEAVES);
   for (const LeafSpec& spec : schema) {
     v1::LeafSpec* leaf = request.add_leaves();
     ToProto(spec.path, leaf->mutable_path());

@@ -70,6 +70,7 @@ DictInfo FromProto(const v1::DictInfo& info) {
   for (const v1::LeafInfo& leaf : info.leaves()) out.leaves.push_back(FromProto(leaf));
   out.rows_per_block = info.rows_per_block();
   out.part_bytes = info.part_bytes();
+  out.layout = info.layout() == v1::DICT_LAYOUT_RECORD ? Layout::kRecord : Layout::kLeaves;
   out.version = info.version();
   out.locked = info.locked();
   out.attrs.insert(info.attrs().begin(), info.attrs().end());

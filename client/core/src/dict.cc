@@ -198,6 +198,8 @@ Dict Dict::clone(const std::string& name, const Key& from, const CreateOptions& 
   request.set_name(name);
   request.mutable_options()->set_rows_per_block(options.rows_per_block);
   request.mutable_options()->set_part_bytes(options.part_bytes);
+  request.mutable_options()->set_layout(
+      options.layout == Layout::kRecord ? v1::DICT_LAYOUT_RECORD : v1::DICT_LAYOUT_LEAVES);
   v1::CopySource* source = request.mutable_copy_from();
   source->set_dict(name_);
   source->set_dict_id(id_);

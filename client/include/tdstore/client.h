@@ -57,6 +57,7 @@ struct DictInfo {
   std::vector<LeafInfo> leaves;
   int64_t rows_per_block = 0;
   int64_t part_bytes = 0;
+  Layout layout = Layout::kLeaves;  // core::DictInfo::layout
   int64_t version = 0;
   bool locked = false;                       // core::DictInfo::locked
   std::map<std::string, std::string> attrs;  // core::DictInfo::attrs

@@ -139,9 +139,20 @@ struct ClientOptions {
   bool watch_schemas = true;
 };
 
+// How a dict keeps its rows (docs/storage-layout.md, "Record dicts").
+enum class Layout {
+  kLeaves,  // each leaf's rows in blocks of their own (the default)
+  // Each row's leaves together in one record: a sample of every leaf of a
+  // row is one range. Its leaves with rows come from the create's schema
+  // or the first indexed write and are then fixed; they are written by
+  // rows, never whole (FAILED_PRECONDITION). Needs batch dims.
+  kRecord,
+};
+
 struct CreateOptions {
   int64_t rows_per_block = 0;  // 0: server default
   int64_t part_bytes = 0;      // 0: server default
+  Layout layout = Layout::kLeaves;  // not for a copy
 };
 
 // start:stop:step; std::nullopt bounds are omitted, negative ones count from
@@ -242,6 +253,7 @@ struct DictInfo {
   std::vector<LeafMeta> leaves;
   int64_t rows_per_block = 0;
   int64_t part_bytes = 0;
+  Layout layout = Layout::kLeaves;
   int64_t version = 0;
   // Shared by every client (Dict::set_locked): while locked, leaves cannot
   // be added, replaced by ones of another dtype or shape, deleted or

@@ -1,0 +1,252 @@
+// Record dicts (CreateOptions::layout = kRecord): every row's leaves in one
+// record. Their rows must read and write exactly as a per-leaf dict's on
+// random indices; whole-leaf reads cut the leaf out of the records; the
+// record is formed once and then refuses what would need another (whole
+// writes, fills, a new leaf), writing nothing; deleting, renaming and
+// resizing keep the other leaves' rows; nothing is left behind; and a
+// sample costs at most one GETRANGE per row. Through the libtorch client,
+// on both back ends.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tdstore/client.h"
+#include "tests/e2e/e2e_env.h"
+#include "tests/e2e/expect_error.h"
+#include "tests/e2e/tensor_testing.h"
+
+namespace tdstore::testing {
+namespace {
+
+const std::vector<Client::LeafSpec> kSchema = {
+    {"obs", at::kFloat, {5}},
+    {"action", at::kLong, {2}},
+    {"reward", at::kFloat, {}},
+    {"done", at::kBool, {}},
+    {Key({"next", "obs"}), at::kFloat, {5}},
+};
+
+CreateOptions RecordOptions(int64_t rows_per_block) {
+  CreateOptions options;
+  options.rows_per_block = rows_per_block;
+  options.layout = Layout::kRecord;
+  return options;
+}
+
+// Random values for every leaf of kSchema at `rows` rows.
+std::map<Key, at::Tensor> RandomRows(int64_t rows, uint32_t seed) {
+  std::map<Key, at::Tensor> out;
+  for (const Client::LeafSpec& spec : kSchema) {
+    std::vector<int64_t> shape{rows};
+    shape.insert(shape.end(), spec.element_shape.begin(), spec.element_shape.end());
+    out[spec.path] = RandomTensor(spec.dtype, shape, seed++);
+  }
+  return out;
+}
+
+// A random index over batch dim 0 of `n` rows: an int, a slice with a
+// step, positions (with repeats) or a mask.
+Index RandomIndex(std::mt19937& rng, int64_t n) {
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  switch (pick(0, 3)) {
+    case 0:
+      return Index(pick(-n, n - 1));
+    case 1: {
+      const int64_t start = pick(0, n - 1);
+      return Index(Slice(start, pick(start, n), pick(1, 4)));
+    }
+    case 2: {
+      std::vector<int64_t> positions;
+      for (int64_t i = pick(1, 20); i > 0; --i) positions.push_back(pick(0, n - 1));
+      return Index(positions);
+    }
+    default: {
+      at::Tensor mask = at::zeros({n}, at::kBool);
+      for (int64_t i = pick(1, 20); i > 0; --i) mask[pick(0, n - 1)] = true;
+      return Index(mask);
+    }
+  }
+}
+
+// Rows an index selects: 0 dims for an int (one row, no batch dim left).
+at::Tensor Selected(Dict& dict, const Index& index) {
+  return dict.index(index, {"reward"}).at("reward");
+}
+
+void ExpectSameLeaves(const LocalDict& a, const LocalDict& b, const std::string& what) {
+  ASSERT_EQ(a.leaves.size(), b.leaves.size()) << what;
+  for (const auto& [path, tensor] : a.leaves) {
+    ASSERT_TRUE(b.contains(path)) << what << " " << path.str();
+    EXPECT_TRUE(SameBytes(tensor, b.at(path))) << what << " " << path.str();
+  }
+}
+
+std::set<std::string> BlockKeysOf(const std::string& id) {
+  std::set<std::string> out;
+  for (const auto& [key, _] : NamespaceSnapshot("e2e")) {
+    if (key.find("{" + id + ".") != std::string::npos) out.insert(key);
+  }
+  return out;
+}
+
+TEST(E2eRecordLayout, RowsFollowAPerLeafDictOnRandomIndexedReadsAndWrites) {
+  Client client(DaemonAddress());
+  const int64_t n = 45;
+  Dict record = client.create(UniqueDictName(), {n}, kSchema, RecordOptions(8));
+  CreateOptions plain;
+  plain.rows_per_block = 8;
+  Dict leaves = client.create(UniqueDictName(), {n}, kSchema, plain);
+  EXPECT_EQ(record.describe().layout, Layout::kRecord);
+  EXPECT_EQ(leaves.describe().layout, Layout::kLeaves);
+
+  std::mt19937 rng(11);
+  for (int step = 0; step < 60; ++step) {
+    const Index at_write = RandomIndex(rng, n);
+    const at::Tensor selected = Selected(leaves, at_write);
+    const bool scalar = selected.dim() == 0;
+    std::map<Key, at::Tensor> values =
+        RandomRows(scalar ? 1 : selected.size(0), 100 + static_cast<uint32_t>(step) * 10);
+    if (scalar) {
+      for (auto& [path, t] : values) t = t[0];
+    }
+    if (step % 3 == 0) values.erase("obs");  // a write of some leaves only
+    record.set_index(at_write, values);
+    leaves.set_index(at_write, values);
+    const Index at_read = RandomIndex(rng, n);
+    ExpectSameLeaves(leaves.index(at_read), record.index(at_read), "step " + std::to_string(step));
+  }
+  ExpectSameLeaves(leaves.to_local(), record.to_local(), "whole leaves");
+  EXPECT_TRUE(SameBytes(leaves.get("action"), record.get("action")));
+  record.core().drop();
+  leaves.core().drop();
+}
+
+TEST(E2eRecordLayout, RecordIsFormedByTheFirstIndexedWriteAndThenFixed) {
+  Client client(DaemonAddress());
+  Dict dict = client.create(UniqueDictName(), {20}, RecordOptions(6));
+  const std::map<Key, at::Tensor> rows = {{"a", at::arange(3, at::kLong)},
+                                          {"b", at::ones({3, 4}, at::kFloat)}};
+  dict.set_index(Index(std::vector<int64_t>{2, 9, 17}), rows);
+  EXPECT_TRUE(SameBytes(dict.get("a").index({at::tensor({2, 9, 17}, at::kLong)}), rows.at("a")));
+  EXPECT_EQ(dict.get("b").sum().item<float>(), 12.0f);
+
+  // What a formed record cannot take, refused with nothing written.
+  const auto before = NamespaceSnapshot("e2e");
+  EXPECT_EQ(ErrorOf([&] { dict.set_index(Index(1), "c", at::ones({}, at::kFloat)); }).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ErrorOf([&] { dict.set("c", at::ones({20}, at::kFloat)); }).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ErrorOf([&] { dict.set("a", at::ones({20}, at::kLong)); }).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ErrorOf([&] { dict.fill({"b"}, 2.0); }).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(NamespaceSnapshot("e2e"), before);
+  EXPECT_EQ(dict.keys(), (std::vector<Key>{"a", "b"}));
+
+  // Rows go on being written, and ring appends too.
+  EXPECT_EQ(dict.append_ring({{"a", at::full({15}, 7, at::kLong)}}, "cursor", "count").start, 0);
+  EXPECT_EQ(dict.append_ring({{"a", at::full({15}, 8, at::kLong)}}, "cursor", "count").start, 15);
+  at::Tensor expected = at::full({20}, 8, at::kLong);  // wrapped: rows 15..19, 0..9
+  expected.slice(0, 10, 15).fill_(7);
+  EXPECT_TRUE(SameBytes(dict.get("a"), expected));
+  EXPECT_EQ(dict.get("b").sum().item<float>(), 12.0f);  // the other leaf's rows stay
+  dict.core().drop();
+}
+
+TEST(E2eRecordLayout, DeleteRenameAndResizeKeepTheOtherLeavesRows) {
+  Client client(DaemonAddress());
+  Dict dict = client.create(UniqueDictName(), {30}, kSchema, RecordOptions(7));
+  const std::map<Key, at::Tensor> values = RandomRows(30, 5);
+  dict.set_index(Index(Slice()), values);
+  const std::string id = dict.describe().id;
+  const std::set<std::string> blocks = BlockKeysOf(id);
+  ASSERT_FALSE(blocks.empty());
+
+  dict.erase("reward");
+  dict.rename("obs", "o2");
+  EXPECT_EQ(BlockKeysOf(id), blocks);  // the record stays for the leaves left
+  EXPECT_TRUE(SameBytes(dict.get("o2"), values.at("obs")));
+  EXPECT_TRUE(SameBytes(dict.get("action"), values.at("action")));
+  EXPECT_TRUE(SameBytes(dict.get(Key({"next", "obs"})), values.at(Key({"next", "obs"}))));
+
+  dict.resize(44);  // grow: rows keep their values, new rows are zeros
+  at::Tensor action = dict.get("action");
+  EXPECT_TRUE(SameBytes(action.slice(0, 0, 30), values.at("action")));
+  EXPECT_EQ(action.slice(0, 30).count_nonzero().item<int64_t>(), 0);
+  dict.set_index(Index(43), "done", at::ones({}, at::kBool));
+  dict.resize(12);  // shrink
+  EXPECT_TRUE(SameBytes(dict.get("o2"), values.at("obs").slice(0, 0, 12)));
+  EXPECT_TRUE(SameBytes(dict.index(Index(Slice(2, 9)), {"done"}).at("done"),
+                        values.at("done").slice(0, 2, 9)));
+
+  // The record goes with its last leaf, and nothing of the dict with it.
+  for (const Key& key : dict.keys(true, true)) dict.erase(key);
+  EXPECT_TRUE(BlockKeysOf(id).empty());
+  dict.core().drop();
+  for (const auto& [key, _] : NamespaceSnapshot("e2e")) {
+    EXPECT_EQ(key.find("{" + id), std::string::npos) << key;
+  }
+}
+
+TEST(E2eRecordLayout, RefusedCreatesWriteNothing) {
+  Client client(DaemonAddress());
+  const auto before = NamespaceSnapshot("e2e");
+  // No batch dims: no rows to keep together.
+  EXPECT_EQ(ErrorOf([&] { client.create(UniqueDictName(), {}, RecordOptions(0)); }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(NamespaceSnapshot("e2e"), before);
+  Dict source = client.create(UniqueDictName(), {4}, kSchema, RecordOptions(0));
+  const auto with_source = NamespaceSnapshot("e2e");
+  CreateOptions copy_as_record;
+  copy_as_record.layout = Layout::kRecord;
+  EXPECT_EQ(ErrorOf([&] { source.core().clone(UniqueDictName(), Key(std::vector<std::string>{}),
+                                              copy_as_record); })
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(NamespaceSnapshot("e2e"), with_source);
+  // A plain copy of a record dict is a per-leaf dict with the same rows.
+  source.set_index(Index(Slice()), RandomRows(4, 9));
+  Dict copy = source.clone(UniqueDictName());
+  EXPECT_EQ(copy.describe().layout, Layout::kLeaves);
+  ExpectSameLeaves(source.to_local(), copy.to_local(), "copy");
+  const std::string ids[] = {source.describe().id, copy.describe().id};
+  source.core().drop();
+  copy.core().drop();
+  for (const auto& [key, _] : NamespaceSnapshot("e2e")) {
+    for (const std::string& id : ids) EXPECT_EQ(key.find("{" + id), std::string::npos) << key;
+  }
+}
+
+// One range per row, whatever the leaves: the reason record dicts exist.
+TEST(E2eRecordLayout, ASampleCostsAtMostOneGetrangePerRow) {
+  if (SharedRedis().backend() != "standalone") {
+    GTEST_SKIP() << "counted through one server's INFO commandstats";
+  }
+  Client client(DaemonAddress());
+  const int64_t n = 200000;
+  Dict dict = client.create(UniqueDictName(), {n}, kSchema, RecordOptions(0));
+  std::mt19937 rng(3);
+  std::set<int64_t> unique;
+  while (unique.size() < 64) unique.insert(std::uniform_int_distribution<int64_t>(0, n - 1)(rng));
+  const std::vector<int64_t> rows(unique.begin(), unique.end());
+  auto getranges = [] {
+    const std::string info = SharedRedis().Command({"INFO", "commandstats"}).at(0);
+    const size_t at = info.find("cmdstat_getrange:calls=");
+    return at == std::string::npos ? int64_t{0} : std::stoll(info.substr(at + 23));
+  };
+  dict.index(Index(rows));  // the schema cached
+  const int64_t before = getranges();
+  LocalDict sample = dict.index(Index(rows));
+  EXPECT_EQ(sample.leaves.size(), kSchema.size());
+  EXPECT_LE(getranges() - before, static_cast<int64_t>(rows.size()));
+  dict.core().drop();
+}
+
+}  // namespace
+}  // namespace tdstore::testing
