@@ -19,6 +19,7 @@ const std::map<std::string, std::string>& ValueOptions() {
       {"--batch-size", "batch-size"},
       {"--rows-per-block", "rows-per-block"},
       {"--part-bytes", "part-bytes"},
+      {"--layout", "layout"},
       {"--output", "output"},
       {"-o", "output"},
       {"--index", "index"},
@@ -142,6 +143,12 @@ CreateOptions CreateOptionsOf(const CommandLine& line) {
   }
   if (auto bytes = line.option("part-bytes")) {
     options.part_bytes = ParseCount(*bytes, "--part-bytes");
+  }
+  if (auto layout = line.option("layout")) {
+    if (*layout != "leaves" && *layout != "record") {
+      throw UsageError("bad --layout '" + *layout + "': leaves or record");
+    }
+    options.layout = *layout == "record" ? Layout::kRecord : Layout::kLeaves;
   }
   return options;
 }

@@ -79,6 +79,7 @@ void RunInfo(core::Client& client, const CommandLine& line, std::ostream& out) {
       << "batch size:      " << ShapeToString(info.batch_size) << '\n'
       << "rows per block:  " << info.rows_per_block << '\n'
       << "part bytes:      " << info.part_bytes << '\n'
+      << "layout:          " << (info.layout == Layout::kRecord ? "record" : "leaves") << '\n'
       << "version:         " << info.version << '\n'
       << "locked:          " << (info.locked ? "yes" : "no") << '\n'
       << "attributes:      " << info.attrs.size() << " (tdstore attr " << info.name << ")\n"

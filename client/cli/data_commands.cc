@@ -261,6 +261,23 @@ void RunStats(core::Client& client, const CommandLine& line, std::ostream& out) 
   int64_t blocks = 0, values = 0;
   std::vector<std::vector<std::string>> rows = {{"PATH", "DTYPE", "SHAPE", "BYTES", "BLOCKS",
                                                  "VALUES"}};
+  // A record dict's leaves with rows share the record's Redis values: they
+  // are counted once, as one leaf of the record's bytes per row (a leaf
+  // deleted from the record leaves its bytes there, uncounted).
+  const bool record = info.layout == Layout::kRecord && !info.batch_size.empty();
+  int64_t record_row_bytes = 0;
+  for (const LeafMeta& leaf : leaves) {
+    if (record && info.batch_size[0] > 0) record_row_bytes += leaf.byte_size / info.batch_size[0];
+  }
+  if (record && record_row_bytes > 0) {
+    absl::StatusOr<BlockLayout> layout =
+        BlockLayout::Make({info.batch_size[0]}, {info.batch_size[0], record_row_bytes}, 1,
+                          info.rows_per_block, info.part_bytes);
+    if (layout.ok()) {
+      for (int64_t b = 0; b < layout->block_count(); ++b) values += layout->part_count(b);
+      blocks = layout->block_count();
+    }
+  }
   for (const LeafMeta& leaf : leaves) {
     absl::StatusOr<BlockLayout> layout =
         BlockLayout::Make(info.batch_size, leaf.shape, DTypeSize(leaf.dtype), info.rows_per_block,
@@ -270,17 +287,21 @@ void RunStats(core::Client& client, const CommandLine& line, std::ostream& out) 
     }
     int64_t leaf_values = 0;
     for (int64_t b = 0; b < layout->block_count(); ++b) leaf_values += layout->part_count(b);
-    blocks = std::max(blocks, layout->block_count());
-    values += leaf_values;
+    const bool in_record = record && leaf.byte_size > 0;
+    if (!in_record) {
+      blocks = std::max(blocks, layout->block_count());
+      values += leaf_values;
+    }
     rows.push_back({leaf.path.str(), std::string(DTypeName(leaf.dtype)), ShapeToString(leaf.shape),
                     std::to_string(leaf.byte_size), std::to_string(layout->block_count()),
-                    std::to_string(leaf_values)});
+                    in_record ? "record" : std::to_string(leaf_values)});
   }
   out << "name            " << info.name << "\n"
       << "batch size      " << ShapeToString(info.batch_size) << "\n"
       << "version         " << info.version << "\n"
       << "rows per block  " << info.rows_per_block << "\n"
       << "part bytes      " << info.part_bytes << "\n"
+      << "layout          " << (record ? "record" : "leaves") << "\n"
       << "leaves          " << leaves.size() << "\n"
       << "bytes           " << BytesText(TotalBytes(leaves)) << "\n"
       << "blocks          " << blocks << "\n"

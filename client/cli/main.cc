@@ -21,8 +21,10 @@ namespace {
 constexpr char kUsage[] = R"(usage: tdstore [--addr ADDR] COMMAND [ARGS...]
 
 Commands:
-  create NAME --batch-size DIMS [--rows-per-block N] [--part-bytes N]
-                              create a dict; DIMS like 100,4 (--batch-size= for none)
+  create NAME --batch-size DIMS [--rows-per-block N] [--part-bytes N] [--layout record]
+                              create a dict; DIMS like 100,4 (--batch-size= for none);
+                              record: each row's leaves together (written by rows:
+                              put --index, append)
   ls                          list dict names
   ls NAME                     list the leaves of a dict: path, dtype, shape, bytes
   info NAME                   batch size, block layout, version, leaves, handle
@@ -109,7 +111,7 @@ struct CommandSpec {
 
 const std::vector<CommandSpec>& Commands() {
   static const auto* commands = new std::vector<CommandSpec>{
-      {"create", 1, 1, {"batch-size", "rows-per-block", "part-bytes"}, RunCreate},
+      {"create", 1, 1, {"batch-size", "rows-per-block", "part-bytes", "layout"}, RunCreate},
       {"ls", 0, 1, {}, RunList},
       {"info", 1, 1, {}, RunInfo},
       {"put", 3, 3, {"index", "index-file"}, RunPut},

@@ -27,6 +27,10 @@ LazyTensorStorage. Then "prefetch": the TCP TdStoreStorage with torchrl's
 own ``prefetch=3`` (threads keeping samples in flight) and a training step
 of ``--compute-ms`` (a sleep) after each sample: what the trainer waits per
 sample, as p50, p99 and the worst of ``--iters``.
+
+TdStoreStorage keeps its rows in a record dict (layout "record", its
+default: one range per sampled row); "layout leaves" is the same storage
+with each leaf's rows in blocks of their own, as before record dicts.
 """
 
 from __future__ import annotations
@@ -64,8 +68,8 @@ def storages(size: int, env, cluster_env) -> dict:
     """name -> a function making an empty ReplayBuffer of that storage."""
     from torchrl.data.replay_buffers import StoreStorage
 
-    def tdstore(addr, **kw):
-        return lambda: ReplayBuffer(storage=TdStoreStorage(size, addr=addr),
+    def tdstore(addr, layout="record", **kw):
+        return lambda: ReplayBuffer(storage=TdStoreStorage(size, addr=addr, layout=layout),
                                     writer=TdStoreWriter(), batch_size=BATCH, **kw)
 
     out = {
@@ -77,6 +81,7 @@ def storages(size: int, env, cluster_env) -> dict:
             batch_size=BATCH),
         "TdStoreStorage TCP": tdstore(env.tcp_addr),
         "TdStoreStorage unix": tdstore(env.unix_addr),
+        "TdStoreStorage TCP, layout leaves": tdstore(env.tcp_addr, layout="leaves"),
     }
     if cluster_env is not None:
         out["TdStoreStorage cluster"] = tdstore(cluster_env.tcp_addr)

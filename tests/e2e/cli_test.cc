@@ -194,6 +194,32 @@ TEST_F(E2eCli, AppendWritesTheFilesRowsWhereTheRingsCursorReservesThem) {
   dict.drop();
 }
 
+// create --layout record: info and stats say so; rows go in by put --index
+// and append, a whole put is refused with a one-line error, nothing written.
+TEST_F(E2eCli, RecordLayoutDictsTakeRowsNotWholeLeaves) {
+  ASSERT_TRUE(HasNumpy()) << "needs /usr/bin/python3 with NumPy (deploy/install-deps.sh installs it)";
+  const std::string name = UniqueDictName();
+  EXPECT_EQ(Run({"create", name, "--batch-size", "4", "--layout", "rows"}).status, 2);
+  ASSERT_EQ(Run({"create", name, "--batch-size", "4", "--layout", "record"}).status, 0);
+  EXPECT_NE(Run({"info", name}).out.find("layout:          record\n"), std::string::npos);
+  Python("np.save('two.npy', np.array([5, 6], dtype=np.int64))\n"
+         "np.save('four.npy', np.arange(4, dtype=np.int64))\n");
+  CliResult r = Run({"put", name, "v", "two.npy", "--index", "1:3"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(Run({"append", name, "v", "two.npy", "--cursor", "c"}).status, 0);
+  core::Dict dict = core::Client(DaemonAddress()).open(name);
+  EXPECT_EQ(ReadLeafAs<int64_t>(dict, "v"), (std::vector<int64_t>{5, 6, 6, 0}));
+  r = Run({"put", name, "v", "four.npy"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(IsOneLineError(r));
+  EXPECT_NE(r.err.find("FAILED_PRECONDITION"), std::string::npos) << r.err;
+  EXPECT_EQ(ReadLeafAs<int64_t>(dict, "v"), (std::vector<int64_t>{5, 6, 6, 0}));
+  r = Run({"stats", name});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("layout          record\n"), std::string::npos) << r.out;
+  dict.drop();
+}
+
 TEST_F(E2eCli, NoBatchDims) {
   const std::string a = UniqueDictName();
   const std::string b = UniqueDictName();

@@ -71,6 +71,13 @@ DType ToDType(const std::string& name) {
   return *dtype;
 }
 
+// "leaves" or "record" (TensorDictStore's layout=); ValueError otherwise.
+Layout ToLayout(const std::string& name) {
+  if (name == "leaves") return Layout::kLeaves;
+  if (name == "record") return Layout::kRecord;
+  throw py::value_error("layout must be 'leaves' or 'record', not '" + name + "'");
+}
+
 LeafKind ToKind(const std::string& name) {
   std::optional<LeafKind> kind = LeafKindFromName(name);
   if (!kind) InvalidArgument("unknown leaf kind '" + name + "'");
@@ -364,6 +371,7 @@ py::dict DescribeToPython(const core::DictInfo& info) {
   out["leaves"] = leaves;
   out["rows_per_block"] = info.rows_per_block;
   out["part_bytes"] = info.part_bytes;
+  out["layout"] = info.layout == Layout::kRecord ? "record" : "leaves";
   out["version"] = info.version;
   out["locked"] = info.locked;
   py::dict attrs;
@@ -507,7 +515,7 @@ PYBIND11_MODULE(_native, m) {
           "create",
           [](const core::Client& client, const std::string& name,
              const std::vector<int64_t>& batch_size, const py::list& schema,
-             int64_t rows_per_block, int64_t part_bytes) {
+             int64_t rows_per_block, int64_t part_bytes, const std::string& layout) {
             std::vector<core::LeafSpec> specs;
             for (const py::handle& item : schema) {
               const py::tuple spec = py::reinterpret_borrow<py::tuple>(item);
@@ -523,11 +531,13 @@ PYBIND11_MODULE(_native, m) {
             CreateOptions options;
             options.rows_per_block = rows_per_block;
             options.part_bytes = part_bytes;
+            options.layout = ToLayout(layout);
             py::gil_scoped_release nogil;
             return client.create(name, batch_size, specs, options);
           },
           py::arg("name"), py::arg("batch_size"), py::arg("schema") = py::list(),
-          py::arg("rows_per_block") = 0, py::arg("part_bytes") = 0)
+          py::arg("rows_per_block") = 0, py::arg("part_bytes") = 0,
+          py::arg("layout") = "leaves")
       .def("open", &core::Client::open, py::arg("name"),
            py::call_guard<py::gil_scoped_release>())
       .def("list", &core::Client::list, py::call_guard<py::gil_scoped_release>())

@@ -89,14 +89,15 @@ class Client:
         return dict(self._options)
 
     def create(self, name: str, batch_size, schema=(), *, rows_per_block: int = 0,
-               part_bytes: int = 0):
+               part_bytes: int = 0, layout: str = "leaves"):
         """Create dict ``name`` (ALREADY_EXISTS if taken); returns a native Dict.
 
         ``schema``: ``(path, dtype_name, element_shape)`` leaves to pre-allocate
-        zero-filled, ``path`` a tuple of str.
+        zero-filled, ``path`` a tuple of str. ``layout``: ``"leaves"`` or
+        ``"record"`` (docs/python.md, *Record dicts*).
         """
         return self._native.create(name, [int(s) for s in batch_size], list(schema),
-                                   rows_per_block, part_bytes)
+                                   rows_per_block, part_bytes, layout)
 
     def open(self, name: str):
         """Open dict ``name`` (NOT_FOUND -> KeyError); returns a native Dict."""

@@ -453,7 +453,11 @@ class TensorDictStore(TensorDictBase):
     ``$TDSTORE_ADDR``, then ``127.0.0.1:50051``; ``client`` reuses a
     :class:`tdstore.Client`'s connection; ``options`` are the Client's
     (token, tls..., timeout, retry_for). ``rows_per_block``/``part_bytes``
-    set the storage layout (0: tdstored's defaults).
+    set the storage blocks (0: tdstored's defaults). ``layout="record"``
+    keeps each row's leaves together, one range per row, for sample-heavy
+    dicts such as replay buffers: its leaves come from its first indexed
+    write (or :meth:`from_schema`) and are then fixed, and they are written
+    by rows (``td[:] = ...``), not whole (docs/python.md, *Record dicts*).
 
     ``device``: where read tensors land (``None``: CPU). Writes accept
     tensors on any device.
@@ -470,11 +474,12 @@ class TensorDictStore(TensorDictBase):
 
     def __init__(self, *, batch_size=None, addr: str | None = None, name: str | None = None,
                  device=None, client: Client | None = None, rows_per_block: int = 0,
-                 part_bytes: int = 0, **options):
+                 part_bytes: int = 0, layout: str = "leaves", **options):
         client = self._client_for(addr, client, options)
         batch_size = _as_size(batch_size)
         native_dict = client.create(name or _fresh_name(), batch_size,
-                                    rows_per_block=rows_per_block, part_bytes=part_bytes)
+                                    rows_per_block=rows_per_block, part_bytes=part_bytes,
+                                    layout=layout)
         self._init(native_dict, client, batch_size, device, ())
 
     # -- construction helpers --
@@ -606,7 +611,7 @@ class TensorDictStore(TensorDictBase):
     @classmethod
     def from_schema(cls, schema: dict, *, batch_size=None, device=None, addr: str | None = None,
                     name: str | None = None, client: Client | None = None, rows_per_block: int = 0,
-                    part_bytes: int = 0, **options) -> "TensorDictStore":
+                    part_bytes: int = 0, layout: str = "leaves", **options) -> "TensorDictStore":
         """A new dict with zero-filled leaves, allocated by tdstored (no data
         crosses): ``schema`` maps a key to ``(element_shape, dtype)``. One call."""
         specs = []
@@ -620,7 +625,8 @@ class TensorDictStore(TensorDictBase):
         client = cls._client_for(addr, client, options)
         batch_size = _as_size(batch_size)
         native_dict = client.create(name or _fresh_name(), batch_size, specs,
-                                    rows_per_block=rows_per_block, part_bytes=part_bytes)
+                                    rows_per_block=rows_per_block, part_bytes=part_bytes,
+                                    layout=layout)
         return cls._wrap(native_dict, client, batch_size, device)
 
     @classmethod
@@ -655,6 +661,12 @@ class TensorDictStore(TensorDictBase):
     def handle(self) -> str:
         """A string :meth:`from_store` (in any process) opens this dict with."""
         return self._dict.handle
+
+    @property
+    def layout(self) -> str:
+        """How the dict keeps its rows: ``"leaves"`` or ``"record"`` (fixed
+        when it was created)."""
+        return self._dict.describe()["layout"]
 
     @property
     def _td_id(self) -> str:

@@ -78,14 +78,21 @@ class TdStoreStorage(StoreStorage):
     this process's own writes count at once. 0 reads it every time. Once
     full, the length is never read again (until ``empty()``).
 
+    ``layout`` (of a dict this storage creates): ``"record"`` (default)
+    keeps each row's leaves together, so a sample reads one range per row
+    instead of one per leaf and row; its keys are those of the first write
+    and fixed after it, as a torchrl storage's are. ``"leaves"`` lets later
+    writes add keys (docs/python.md, *Record dicts*).
+
     A subclass of torchrl's ``StoreStorage`` (the seed's) only so torchrl
     treats it as one where it asks (its default collate: samples are the
     storage's own TensorDicts); every method is tdstore's own, and neither
     redis-py nor tensordict's store is used."""
 
     def __init__(self, max_size: int, name: str | None = None, addr: str | None = None, *,
-                 device=None, length_ttl: float = 0.05, **options):
+                 device=None, length_ttl: float = 0.05, layout: str = "record", **options):
         Storage.__init__(self, max_size=max_size)
+        self._layout = layout
         self._length_ttl = float(length_ttl)
         self._length_read = (-1.0, 0)  # (monotonic time, length) of the last read
         self._name = name or f"rb-{uuid.uuid4().hex}"
@@ -127,7 +134,8 @@ class TdStoreStorage(StoreStorage):
         if create:
             try:
                 store = TensorDictStore(batch_size=[self.max_size], addr=self._addr,
-                                        name=self._name, device=self._device, **self._options)
+                                        name=self._name, device=self._device,
+                                        layout=self._layout, **self._options)
                 self._said = None  # a new dict has no attributes
             except AlreadyExistsError:  # another process made it
                 pass
