@@ -31,12 +31,13 @@ int64_t IndexMemory(const plan::ResolvedIndex& resolved) {
   return 2 * 8 * static_cast<int64_t>(resolved.cells.size());
 }
 
-// A write holds each selected byte up to four more times: expanded to the
-// indexed shape (only when the value broadcasts), formatted into the Redis
-// command, and appended to the connection's output buffer (which hiredis
-// grows by reallocating: old and new buffer at once). Checked with
+// A write holds each selected byte up to five more times: expanded to the
+// indexed shape (only when the value broadcasts), gathered where runs of a
+// key touch (a record dict's rows), formatted into the Redis command, and
+// appended to the connection's output buffer (which hiredis grows by
+// reallocating: old and new buffer at once). Checked with
 // E2eBudget.ConcurrentMaximalIndexedWritesStayUnderTheBudget.
-constexpr int64_t kWriteCopies = 4;
+constexpr int64_t kWriteCopies = 5;
 constexpr int64_t kIndexAllowance = 1 << 20;
 
 // Grows `lease` to at least `need` bytes.

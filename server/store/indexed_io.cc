@@ -70,6 +70,8 @@ struct BlockCommand {
   // Instead of argv: commands run as one transaction, MULTI ... EXEC; the
   // block's reply is EXEC's array of their replies.
   std::vector<std::vector<std::string_view>> transaction;
+  // Runs' bytes gathered into one argument (deque: elements never move).
+  std::deque<std::string> gathered;
   std::string_view routing_key;
   const redis::Script* script = nullptr;  // null: a plain command
 };
@@ -371,13 +373,42 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
     BlockCommand& cmd = commands.emplace_back();
     cmd.storage.reserve(work.keys.size() + 2 * work.runs.size() + 1);
     for (const std::string& k : work.keys) cmd.keys.push_back(cmd.storage.emplace_back(k));
-    for (const BlockWork::Run& r : work.runs) {
-      cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.key)));
-      cmd.args.push_back(cmd.storage.emplace_back(StrCat(r.offset_in_part)));
-      // The run's bytes, viewed in place: hiredis copies them once, into
-      // the command it formats.
-      cmd.args.push_back(values[r.leaf].bytes.substr(static_cast<size_t>(r.result_offset),
-                                                     static_cast<size_t>(r.length)));
+    auto bytes_of = [&](const BlockWork::Run& r) {
+      return values[r.leaf].bytes.substr(static_cast<size_t>(r.result_offset),
+                                         static_cast<size_t>(r.length));
+    };
+    // Runs of one key that touch are written as one range: a record dict's
+    // consecutive rows of every leaf are one range, one SETRANGE instead of
+    // one per leaf and row. Sorting is stable, so where an index selects a
+    // cell twice (identical ranges, never merged) the later one still wins.
+    std::vector<size_t> order(work.runs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const BlockWork::Run& x = work.runs[a];
+      const BlockWork::Run& y = work.runs[b];
+      return std::tie(x.key, x.offset_in_part) < std::tie(y.key, y.offset_in_part);
+    });
+    for (size_t i = 0; i < order.size();) {
+      const BlockWork::Run& first = work.runs[order[i]];
+      size_t j = i + 1;
+      int64_t end = first.offset_in_part + first.length;
+      while (j < order.size() && work.runs[order[j]].key == first.key &&
+             work.runs[order[j]].offset_in_part == end) {
+        end += work.runs[order[j++]].length;
+      }
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(first.key)));
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(first.offset_in_part)));
+      if (j == i + 1) {
+        // The run's bytes, viewed in place: hiredis copies them once, into
+        // the command it formats.
+        cmd.args.push_back(bytes_of(first));
+      } else {
+        std::string& range = cmd.gathered.emplace_back();
+        range.reserve(static_cast<size_t>(end - first.offset_in_part));
+        for (size_t k = i; k < j; ++k) range.append(bytes_of(work.runs[order[k]]));
+        cmd.args.push_back(range);
+      }
+      i = j;
     }
     FinishScriptCommand(cmd, GetScripts().write_runs, StrCat(work.keys.size()));
   }
