@@ -220,6 +220,41 @@ TEST(BlockLayoutTest, Example) {
   EXPECT_EQ(s[1].leaf_offset, 48);
 }
 
+// A leaf in a record of 10-byte rows, at offset 4, 3 rows per block, parts
+// of 25 bytes: each row of the leaf is its own segment, a stride apart,
+// and blocks and parts are cut from the record's rows.
+TEST(BlockLayoutTest, LeafInARecord) {
+  const BlockLayout layout = *BlockLayout::Make({7}, {7, 2}, 2, 3, 25, /*stride=*/10,
+                                                /*field_offset=*/4);
+  EXPECT_TRUE(layout.in_record());
+  EXPECT_EQ(layout.total_bytes(), 28);
+  EXPECT_EQ(layout.stored_bytes(), 70);
+  EXPECT_EQ(layout.block_count(), 3);
+  EXPECT_EQ(layout.block_bytes(0), 30);
+  EXPECT_EQ(layout.block_bytes(2), 10);
+  EXPECT_EQ(layout.part_count(0), 2);
+  std::vector<Segment> got;
+  layout.ForEachSegment(0, layout.total_bytes(), 1000, [&](const Segment& s) { got.push_back(s); });
+  // 7 rows, and rows 2 and 5 cross a part boundary (at byte 25 of their
+  // block): 9 segments.
+  ASSERT_EQ(got.size(), 9u);
+  EXPECT_EQ(got[0].block, 0); EXPECT_EQ(got[0].offset_in_part, 4); EXPECT_EQ(got[0].length, 4);
+  EXPECT_EQ(got[1].offset_in_part, 14);
+  EXPECT_EQ(got[4].block, 1); EXPECT_EQ(got[4].offset_in_part, 4); EXPECT_EQ(got[4].leaf_offset, 12);
+  std::vector<Segment> split;
+  layout.ForEachSegment(8, 4, 1000, [&](const Segment& s) { split.push_back(s); });
+  ASSERT_EQ(split.size(), 2u);  // row 2 crosses the part boundary at byte 25
+  EXPECT_EQ(split[0].part, 0); EXPECT_EQ(split[0].offset_in_part, 24); EXPECT_EQ(split[0].length, 1);
+  EXPECT_EQ(split[1].part, 1); EXPECT_EQ(split[1].offset_in_part, 0); EXPECT_EQ(split[1].length, 3);
+  const BlockLayout stored = layout.StoredRows();
+  EXPECT_FALSE(stored.in_record());
+  EXPECT_EQ(stored.total_bytes(), 70);
+  EXPECT_EQ(stored.row_bytes(), 10);
+  // A row that does not fit its record, or a record without batch dims.
+  EXPECT_FALSE(BlockLayout::Make({7}, {7, 2}, 2, 3, 25, 10, 7).ok());
+  EXPECT_FALSE(BlockLayout::Make({}, {7, 2}, 2, 3, 25, 10, 0).ok());
+}
+
 TEST(BlockLayoutTest, DictWithoutBatchDims) {
   // 1000 bytes cut into pieces of 300: piece p is part 0 of block p.
   const BlockLayout layout = *BlockLayout::Make({}, {250}, 4, 7, 300);

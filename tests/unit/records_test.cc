@@ -36,6 +36,20 @@ TEST(RecordsTest, ValueLeafRecordsExactText) {
   }
 }
 
+TEST(RecordsTest, RecordDictLeavesSayWhereTheirRowsSit) {
+  LeafRecord record{DType::kFloat32, {100, 84}, 7};
+  record.in_record = {24, 365};
+  EXPECT_EQ(EncodeLeafRecord(record), "dtype=float32;shape=100,84;gen=7;rec=24/365");
+  const absl::StatusOr<LeafRecord> back = DecodeLeafRecord(EncodeLeafRecord(record));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, record);
+  EXPECT_TRUE(back->InSharedRecord());
+  for (const char* bad : {"dtype=uint8;shape=4;gen=9;rec=3", "dtype=uint8;shape=4;gen=9;rec=3/0",
+                          "dtype=uint8;shape=4;gen=9;rec=-1/4", "dtype=uint8;shape=4;gen=9;rec=a/4"}) {
+    EXPECT_EQ(DecodeLeafRecord(bad).status().code(), absl::StatusCode::kDataLoss) << bad;
+  }
+}
+
 TEST(RecordsTest, PendingRecordExactText) {
   const PendingRecord record{1764480000000, {DType::kFloat32, {100, 84}, 7}};
   EXPECT_EQ(EncodePendingRecord(record),
