@@ -305,6 +305,61 @@ void RunReplayScenarios(BenchEnv& env) {
     });
   }
 
+  // ---- c.sample256_record ------------------------------------------------------
+  // The same rows in a record dict (docs/storage-layout.md, "Record dicts"):
+  // one range per sampled row instead of one per leaf and row. Its "raw"
+  // column is the default layout's sample through tdstored, timed in turn
+  // with it: the ratio is what the layout buys through the C++ client.
+  if (env.opt.Selected("c.sample256_record")) {
+    Guard(env, "c.sample256_record", [&] {
+      CreateOptions options;
+      options.layout = Layout::kRecord;
+      try {
+        env.client->drop("bench_replay_record");
+      } catch (const Error& e) {
+        if (e.code() != StatusCode::kNotFound) throw;
+      }
+      Dict record = env.client->create("bench_replay_record", {n}, options);
+      // Written by rows (a record dict takes no whole leaves), in slices
+      // within the indexed-call limit.
+      const int64_t slice = 50000;
+      for (int64_t a = 0; a < n; a += slice) {
+        std::map<Key, at::Tensor> rows;
+        for (const auto& [key, t] : values) rows[key] = t.slice(0, a, std::min(n, a + slice));
+        record.set_index(Index(Slice(a, std::min(n, a + slice))), rows);
+      }
+      const LocalDict want = td.index(data.sample_index[0]);
+      const LocalDict got = record.index(data.sample_index[0]);
+      for (const char* name : kLeafNames) {
+        if (!at::equal(want.at(Key(name)), got.at(Key(name)))) {
+          throw std::runtime_error("c.sample256_record: the record dict read other rows");
+        }
+      }
+      Samples record_p50, leaves_p50;
+      Side rs, ls;
+      for (int rep = 0; rep < repeats; ++rep) {
+        for (int side = 0; side < 2; ++side) {
+          const bool in_record = (side + rep) % 2 == 0;
+          Dict& dict_of_side = in_record ? record : td;
+          Samples lat;
+          int i = 0;
+          const Side s = TimeOps(
+              env, sample_iters,
+              [&] { dict_of_side.index(data.sample_index[static_cast<size_t>(i++ % sample_iters)]); },
+              &lat);
+          (in_record ? rs : ls).Merge(s);
+          (in_record ? record_p50 : leaves_p50).Add(lat.Percentile(50) * 1e3);
+        }
+      }
+      Row row = MakeRow("c.sample256_record", "p50 ms", false, record_p50.Median(),
+                        leaves_p50.Median(), rs, ls, sample_bytes, sample_bytes);
+      row.note = "record dict; the raw column is the default layout through tdstored; median of " +
+                 std::to_string(repeats) + " runs of " + std::to_string(sample_iters) + " samples";
+      env.report.Add(std::move(row));
+      record.core().drop();
+    });
+  }
+
   // ---- c.write_row -----------------------------------------------------------
   if (env.opt.Selected("c.write_row")) {
     Guard(env, "c.write_row", [&] {

@@ -508,8 +508,12 @@ def build_rows(res, rb, cpp_runs, label):
                      "py_vs_seed": ratio(s, t), "cpp_vs_seed": ratio(s, c), "cpp_vs_raw": ratio(r, c)})
     for key, title, scen, metric in (
             ("write_row", "replay: write 1 row x 4 leaves p50, ms", "c.write_row", "p50 ms"),
-            ("sample", "replay: sample 256 rows x 4 leaves p50, ms", "c.sample256", "p50 ms")):
+            ("sample", "replay: sample 256 rows x 4 leaves p50, ms", "c.sample256", "p50 ms"),
+            ("sample", "replay: the same sample from a record dict (C++ only; Python: "
+                       "record_layout_bench.py), ms", "c.sample256_record", "p50 ms")):
         s, t = med(rb[key]["seed"]), med(rb[key]["tds"])
+        if scen == "c.sample256_record":
+            t = nan  # the Python side samples the default layout here
         c, r = cpp_med(cpp_runs, scen, metric, "tdstore"), cpp_med(cpp_runs, scen, metric, "raw")
         rows.append({"case": f"{title} ({scen})", "seed": s, "tds": t, "cpp": c, "raw": r,
                      "py_vs_seed": ratio(s, t), "cpp_vs_seed": ratio(s, c),
