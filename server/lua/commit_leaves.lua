@@ -12,7 +12,8 @@
 -- made only if the dict has no record yet and none of the paths; else
 -- every one is 'kept' (the record someone else formed first stays).
 -- A leaf of a record is never replaced here: WriteTxn::BeginLeaf refuses
--- whole-leaf writes into a record dict. Returns {version, old_1, ..., old_n}
+-- every whole-leaf write onto a leaf of a record (parking its generation
+-- would retire the rows of every other leaf of the record). Returns {version, old_1, ..., old_n}
 -- where old_i is the replaced leaf record, '' when the path was new, or
 -- 'kept'. Each replaced generation is parked in the pending hash as already expired
 -- ("expires_ms=0;<record>"): the caller deletes its blocks right away and

@@ -606,6 +606,7 @@ absl::StatusOr<DictStore::Removed> DictStore::DeleteLeaves(const DictRef& ref,
 
   Removed removed;
   removed.version = (*reply)[0].integer();
+  std::set<int64_t> dropped;  // leaves of one record: its generation once
   for (size_t i = 1; i + 1 < reply->size(); i += 2) {
     auto path = DecodePath((*reply)[i].str());
     if (!path.ok()) continue;
@@ -613,7 +614,7 @@ absl::StatusOr<DictStore::Removed> DictStore::DeleteLeaves(const DictRef& ref,
     // A record's generation goes with the last leaf that names it.
     if ((*reply)[i + 1].str() == kSharedRecord) continue;
     auto record = DecodeLeafRecord((*reply)[i + 1].str());
-    if (!record.ok()) continue;
+    if (!record.ok() || !dropped.insert(record->generation).second) continue;
     if (auto s = DropRetired(schema->meta, *record); !s.ok()) return s;
   }
   std::sort(removed.paths.begin(), removed.paths.end());

@@ -379,15 +379,25 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
     };
     // Runs of one key that touch are written as one range: a record dict's
     // consecutive rows of every leaf are one range, one SETRANGE instead of
-    // one per leaf and row. Sorting is stable, so where an index selects a
-    // cell twice (identical ranges, never merged) the later one still wins.
+    // one per leaf and row. That needs the runs in key and offset order,
+    // which may only replace the index's order when no two runs overlap:
+    // where an index selects a cell twice, write_runs.lua applies the runs
+    // in index order, so that the last occurrence wins.
     std::vector<size_t> order(work.runs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    std::vector<size_t> sorted = order;
+    std::stable_sort(sorted.begin(), sorted.end(), [&](size_t a, size_t b) {
       const BlockWork::Run& x = work.runs[a];
       const BlockWork::Run& y = work.runs[b];
       return std::tie(x.key, x.offset_in_part) < std::tie(y.key, y.offset_in_part);
     });
+    bool overlap = false;
+    for (size_t i = 1; i < sorted.size() && !overlap; ++i) {
+      const BlockWork::Run& prev = work.runs[sorted[i - 1]];
+      const BlockWork::Run& cur = work.runs[sorted[i]];
+      overlap = prev.key == cur.key && cur.offset_in_part < prev.offset_in_part + prev.length;
+    }
+    if (!overlap) order = std::move(sorted);
     for (size_t i = 0; i < order.size();) {
       const BlockWork::Run& first = work.runs[order[i]];
       size_t j = i + 1;

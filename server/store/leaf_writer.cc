@@ -111,12 +111,22 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
         ShapeToString(shape), " of ", DTypeName(dtype), " (", *expected, " bytes)")));
   }
   for (const PendingLeaf& other : leaves_) {
-    if (auto s = CheckDisjoint(other.leaf.path, path); !s.ok()) return Fail(s);
+    // A record (BeginRecord) is its leaves; its own bytes have no path.
+    if (other.fields.empty()) {
+      if (auto s = CheckDisjoint(other.leaf.path, path); !s.ok()) return Fail(s);
+    }
+    for (const Leaf& field : other.fields) {
+      if (auto s = CheckDisjoint(field.path, path); !s.ok()) return Fail(s);
+    }
   }
   if (auto s = CheckNesting(schema_, path); !s.ok()) return Fail(s);
   if (auto s = CheckOneValueTotal(path, leaf); !s.ok()) return Fail(s);
-  if (schema_.meta.layout == DictLayout::kRecord && !schema_.meta.batch_shape.empty() &&
-      RowBytes(leaf) > 0) {
+  const Leaf* replaced = schema_.Find(path);
+  // Replacing a leaf of the record, by whatever leaf, would retire the
+  // generation every other leaf of the record still reads.
+  if ((schema_.meta.layout == DictLayout::kRecord && !schema_.meta.batch_shape.empty() &&
+       RowBytes(leaf) > 0) ||
+      (replaced != nullptr && replaced->record.InSharedRecord())) {
     // A record's rows are strided through every block: a whole leaf would
     // be a write per row. Rows are written by indexed writes instead.
     return Fail(absl::FailedPreconditionError(StrCat(
@@ -124,7 +134,6 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
         "leaf ", Display(path), " is written by rows (td[:] = value), not whole; its leaves are ",
         "made by the dict's create or first indexed write")));
   }
-  const Leaf* replaced = schema_.Find(path);
   if (schema_.meta.locked &&
       (refuse_if_locked_ || replaced == nullptr || replaced->record.dtype != dtype ||
        replaced->record.shape != shape || replaced->record.kind != leaf.kind ||
@@ -188,9 +197,9 @@ absl::Status WriteTxn::Reserve(const LeafPath& path, LeafRecord record, int64_t 
   // generation until its blocks are deleted, as Redis does.
   const int64_t after = bytes_after_commit_ + byte_size - replaced_bytes;
   if (auto s = store_->CheckDictQuota(schema_.meta, after); !s.ok()) return Fail(s);
-  if (auto s = store_->ReserveBytes(byte_size, StrCat(fields.empty() ? "leaf " : "the record of ",
-                                                      fields.empty() ? Display(path) : "",
-                                                      " of dict '", schema_.meta.name, "'"));
+  if (auto s = store_->ReserveBytes(
+          byte_size, StrCat(fields.empty() ? StrCat("leaf ", Display(path), " of") : "the record of",
+                            " dict '", schema_.meta.name, "'"));
       !s.ok()) {
     return Fail(s);
   }

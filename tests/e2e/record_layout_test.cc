@@ -146,6 +146,9 @@ TEST(E2eRecordLayout, RecordIsFormedByTheFirstIndexedWriteAndThenFixed) {
   EXPECT_EQ(ErrorOf([&] { dict.set("a", at::ones({20}, at::kLong)); }).code(),
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(ErrorOf([&] { dict.fill({"b"}, 2.0); }).code(), StatusCode::kFailedPrecondition);
+  // Not even by a leaf without row bytes: the record's rows would go.
+  EXPECT_EQ(ErrorOf([&] { dict.set("a", at::ones({20, 0}, at::kLong)); }).code(),
+            StatusCode::kFailedPrecondition);
   EXPECT_EQ(NamespaceSnapshot("e2e"), before);
   EXPECT_EQ(dict.keys(), (std::vector<Key>{"a", "b"}));
 
@@ -157,6 +160,36 @@ TEST(E2eRecordLayout, RecordIsFormedByTheFirstIndexedWriteAndThenFixed) {
   EXPECT_TRUE(SameBytes(dict.get("a"), expected));
   EXPECT_EQ(dict.get("b").sum().item<float>(), 12.0f);  // the other leaf's rows stay
   dict.core().drop();
+}
+
+// Leaves without row bytes live beside the record, made in the same create.
+TEST(E2eRecordLayout, LeavesWithEmptyRowsComeWithTheRecord) {
+  Client client(DaemonAddress());
+  Dict dict = client.create(UniqueDictName(), {6},
+                            {{"obs", at::kFloat, {4}}, {"mask", at::kBool, {0}}},
+                            RecordOptions(4));
+  EXPECT_EQ(dict.keys(), (std::vector<Key>{"mask", "obs"}));
+  dict.set_index(Index(2), "obs", at::full({4}, 3.0));
+  EXPECT_EQ(dict.get("obs").sum().item<float>(), 12.0f);
+  EXPECT_EQ(dict.get("mask").sizes(), (std::vector<int64_t>{6, 0}));
+  dict.core().drop();
+}
+
+// Where an index names a row twice the last occurrence wins, in both
+// layouts, also now that touching runs are written as one range: runs of
+// different lengths that overlap ([3] and [2, 3]) keep the index's order.
+TEST(E2eRecordLayout, ARowNamedTwiceTakesItsLastValueInBothLayouts) {
+  Client client(DaemonAddress());
+  for (Layout layout : {Layout::kLeaves, Layout::kRecord}) {
+    CreateOptions options;
+    options.layout = layout;
+    Dict dict = client.create(UniqueDictName(), {10}, {{"x", at::kFloat, {}}}, options);
+    dict.set_index(Index(std::vector<int64_t>{3, 2, 3}), "x", at::tensor({10.0f, 20.0f, 30.0f}));
+    at::Tensor x = dict.get("x");
+    EXPECT_EQ(x[3].item<float>(), 30.0f) << static_cast<int>(layout);
+    EXPECT_EQ(x[2].item<float>(), 20.0f) << static_cast<int>(layout);
+    dict.core().drop();
+  }
 }
 
 TEST(E2eRecordLayout, DeleteRenameAndResizeKeepTheOtherLeavesRows) {
