@@ -93,13 +93,30 @@ def test_a_formed_record_refuses_new_and_whole_leaves_writing_nothing(client):
         client.drop(store.name)
 
 
-def test_replay_buffer_on_record_storage_samples_its_rows(addr, client):
+def test_text_outgrowing_its_slots_is_refused_with_nothing_written(client):
+    from tensordict import NonTensorData, NonTensorStack
+
+    store = tdstore.TensorDictStore(batch_size=[4], client=client, layout="record")
+    try:
+        store[0:2] = TensorDict({"x": torch.ones(2), "t": NonTensorStack("ab", "cd")}, [2])
+        before = store.to_local()
+        with pytest.raises(tdstore.FailedPreconditionError, match="record"):
+            store[1] = TensorDict({"x": torch.zeros(()), "t": NonTensorData("y" * 100)}, [])
+        after = store.to_local()
+        assert torch.equal(after["x"], before["x"])
+        assert after[0:2]["t"] == ["ab", "cd"]
+    finally:
+        client.drop(store.name)
+
+
+@pytest.mark.parametrize("layout", ["record", "leaves"])
+def test_replay_buffer_on_record_storage_samples_its_rows(addr, client, layout):
     from torchrl.data import ReplayBuffer
     from torchrl.data.replay_buffers.samplers import RandomSampler
 
     from tdstore.torchrl import TdStoreStorage, TdStoreWriter
 
-    storage = TdStoreStorage(64, addr=addr)
+    storage = TdStoreStorage(64, addr=addr, layout=layout)
     rb = ReplayBuffer(storage=storage, writer=TdStoreWriter(), sampler=RandomSampler(),
                       batch_size=32)
     try:
@@ -108,7 +125,7 @@ def test_replay_buffer_on_record_storage_samples_its_rows(addr, client):
         data["index"] = torch.arange(100)
         for start in range(0, 100, 25):
             rb.extend(data[start:start + 25])
-        assert storage.store.layout == "record"
+        assert storage.store.layout == layout
         assert len(rb) == 64
         sample = rb.sample()
         for i, row in enumerate(sample["index"].tolist()):
