@@ -24,6 +24,22 @@ def assert_td_equal(actual: TensorDictBase, expected: TensorDictBase):
 TOKENS = {"rw": "py-test-token-rw-0123456789", "ro": "py-test-token-ro-0123456789"}
 
 
+def random_index(rng, n: int):
+    """A random index over a batch dim of n: an int, a slice, a step slice,
+    positions (repeats allowed) or a mask, as torch takes them."""
+    kind = rng.choice(["int", "slice", "step", "list", "mask"])
+    if kind == "int":
+        return rng.randrange(-n, n)
+    if kind == "slice":
+        a = rng.randrange(0, n)
+        return slice(a, rng.randrange(a, n + 1))
+    if kind == "step":
+        return slice(rng.randrange(0, n), None, rng.randrange(1, 4))
+    if kind == "list":
+        return torch.tensor([rng.randrange(n) for _ in range(rng.randrange(1, 5))])
+    return torch.tensor([rng.random() < 0.4 for _ in range(n)])
+
+
 # A tensorclass the tests store; importable by name in spawned children.
 from tensordict import tensorclass  # noqa: E402
 

@@ -12,6 +12,7 @@ import torch
 from tensordict import TensorDict
 
 import tdstore
+from _helpers import random_index
 
 
 def _rows(gen: torch.Generator, n: int) -> TensorDict:
@@ -23,19 +24,6 @@ def _rows(gen: torch.Generator, n: int) -> TensorDict:
         ("next", "done"): torch.randint(0, 2, (n, 1), generator=gen).bool(),
     }, [n])
 
-
-def _random_index(rng: random.Random, n: int):
-    kind = rng.choice(["int", "slice", "step", "list", "mask"])
-    if kind == "int":
-        return rng.randrange(-n, n)
-    if kind == "slice":
-        a = rng.randrange(0, n)
-        return slice(a, rng.randrange(a, n + 1))
-    if kind == "step":
-        return slice(rng.randrange(0, n), None, rng.randrange(1, 4))
-    if kind == "list":
-        return torch.tensor([rng.randrange(n) for _ in range(rng.randrange(1, 9))])
-    return torch.tensor([rng.random() < 0.3 for _ in range(n)])
 
 
 def _assert_same(got: TensorDict, want: TensorDict, what):
@@ -54,13 +42,13 @@ def test_random_rows_match_a_local_tensordict(new_store):
     assert store.layout == "record"
     store[:] = model  # forms the record from the first indexed write
     for step in range(50):
-        idx = _random_index(rng, n)
+        idx = random_index(rng, n)
         selected = model[idx]
         if rng.random() < 0.5:
             values = _rows(gen, 1)[0] if selected.batch_dims == 0 else _rows(gen, selected.shape[0])
             store[idx] = values
             model[idx] = values
-        read = _random_index(rng, n)
+        read = random_index(rng, n)
         got = store[read]
         _assert_same(got.to_local() if hasattr(got, "to_local") else got, model[read], step)
     _assert_same(store.to_local(), model, "whole leaves")

@@ -12,6 +12,7 @@ import torch.multiprocessing as tmp
 from tensordict import TensorDict
 
 import tdstore
+from _helpers import random_index
 
 _DTYPES = [torch.float32, torch.int64, torch.bool, torch.float16, torch.uint8]
 
@@ -29,19 +30,6 @@ def _resized(tensor: torch.Tensor, n: int) -> torch.Tensor:
     pad = torch.zeros((n - tensor.shape[0],) + tuple(tensor.shape[1:]), dtype=tensor.dtype)
     return torch.cat([tensor, pad])
 
-
-def _random_index(rng: random.Random, n: int):
-    kind = rng.choice(["int", "slice", "step", "list", "mask"])
-    if kind == "int":
-        return rng.randrange(-n, n)
-    if kind == "slice":
-        a = rng.randrange(0, n)
-        return slice(a, rng.randrange(a, n + 1))
-    if kind == "step":
-        return slice(rng.randrange(0, n), None, rng.randrange(1, 4))
-    if kind == "list":
-        return torch.tensor([rng.randrange(n) for _ in range(rng.randrange(1, 5))])
-    return torch.tensor([rng.random() < 0.4 for _ in range(n)])
 
 
 @pytest.mark.parametrize("two_batch_dims", [False, True])
@@ -75,7 +63,7 @@ def test_random_resizes_match_torch(new_store, two_batch_dims):
             continue
         # The new size is the one every index is checked against, and new rows
         # are rows like the others.
-        idx = _random_index(rng, n)
+        idx = random_index(rng, n)
         row_shape = torch.zeros(n)[idx].shape + tail
         values = {k: _random_leaf(gen, row_shape + tuple(v.shape[1 + len(tail):]), v.dtype)
                   for k, v in model.items()}
@@ -83,7 +71,7 @@ def test_random_resizes_match_torch(new_store, two_batch_dims):
                                 row_shape)
         for key, value in values.items():
             model[key][idx] = value
-        idx = _random_index(rng, n)
+        idx = random_index(rng, n)
         got = store[idx]
         for key, want in model.items():
             assert torch.equal(got[key], want[idx]), (step, key, idx)
