@@ -4,11 +4,27 @@
 # pinned torch, tensordict, torchrl and the tdstore package built from this
 # checkout), and runs every C++ and Python test with ctest. The tests start
 # (and stop) the real redis-server, Redis Cluster and tdstored processes they
-# need.
+# need. Says how long each stage took, and the slowest tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-deploy/install-deps.sh
-deploy/build.sh
-deploy/python-env.sh build/venv
+
+stage_times=()
+stage() {
+  local name="$1"
+  shift
+  local start=$SECONDS
+  echo "== run.sh: $name"
+  "$@"
+  stage_times+=("$(printf '%-8s %5d s' "$name" $((SECONDS - start)))")
+}
+report() {
+  echo "== run.sh: stage times"
+  printf '   %s\n' "${stage_times[@]}"
+}
+trap report EXIT
+
+stage deps deploy/install-deps.sh
+stage build deploy/build.sh
+stage python deploy/python-env.sh build/venv
 cd build
-ctest --output-on-failure -j "${TDSTORE_TEST_JOBS:-2}" "$@"
+stage tests ctest --output-on-failure -j "${TDSTORE_TEST_JOBS:-2}" "$@"

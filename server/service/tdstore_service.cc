@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/key_listing.h"
+#include "common/protocol_metadata.h"
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_limits.h"
@@ -20,7 +21,7 @@ namespace {
 // anything: never for an outcome-unknown one.
 grpc::Status NothingApplied(grpc::ServerContext* ctx, const absl::Status& status) {
   if (!status.ok() && !store::IsOutcomeUnknown(status)) {
-    ctx->AddTrailingMetadata("tdstore-applied", "none");
+    ctx->AddTrailingMetadata(kAppliedTrailer, kAppliedNone);
   }
   return ToGrpc(status);
 }
@@ -99,8 +100,9 @@ grpc::Status TdStoreService::Admit(const Grant* grant, std::string_view name,
   return AccessToGrpc(AccessControl::Authorize(grant, name, access));
 }
 
-grpc::Status TdStoreService::Serve(grpc::ServerContext* ctx, const Admission& admission,
-                                   const std::function<grpc::Status(const Grant*)>& body) {
+grpc::Status TdStoreService::Serve(
+    grpc::ServerContext* ctx, const Admission& admission,
+    const std::function<grpc::Status(const Grant*, Sighting&)>& body) {
   CallScope call(this);
   if (call.refused()) return Draining(ctx);
   // `grants` keeps the Grant that Authenticate points into alive.
@@ -110,7 +112,30 @@ grpc::Status TdStoreService::Serve(grpc::ServerContext* ctx, const Admission& ad
   if (!admission.dict.empty() || admission.access == Access::kWrite) {
     if (auto s = Admit(*grant, admission.dict, admission.access); !s.ok()) return s;
   }
-  return body(*grant);
+  Sighting seen{std::string(admission.dict), std::string(admission.dict_id), std::nullopt, {}};
+  grpc::Status status = body(*grant, seen);
+  SendSighting(ctx, seen);
+  return status;
+}
+
+void TdStoreService::SendSighting(grpc::ServerContext* ctx, const Sighting& seen) const {
+  std::string id = seen.id;
+  int64_t version = 0;
+  if (seen.version) {
+    version = *seen.version;
+  } else {
+    if (seen.dict.empty()) return;
+    // Why read it now rather than take the version the call planned with:
+    // that one was read before the data moved, and another client's schema
+    // change (a key added, then a counter bumped) can commit in between, so
+    // a reply showing the bump would carry a version without the key.
+    auto now = store_->SchemaVersion({seen.dict, seen.dict_id});
+    if (!now.ok()) return;
+    id = std::move(now->id);
+    version = now->version;
+  }
+  if (id.empty()) return;
+  ctx->AddTrailingMetadata(kSchemaVersionTrailer, StrCat(id, ":", version));
 }
 
 grpc::ServerWriteReactor<v1::SchemaEvent>* TdStoreService::WatchSchema(
@@ -130,7 +155,7 @@ grpc::ServerWriteReactor<v1::SchemaEvent>* TdStoreService::WatchSchema(
 grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
                                            const v1::GetServerInfoRequest*,
                                            v1::ServerInfo* resp) {
-  return Serve(ctx, {}, [&](const Grant*) {
+  return Serve(ctx, {}, [&](const Grant*, Sighting&) {
     const store::Store::Health health = store_->Ping();
     resp->set_version(TDSTORE_VERSION);
     resp->set_backend(health.backend);
@@ -142,7 +167,7 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
                                         const v1::CreateDictRequest* req, v1::DictInfo* resp) {
-  return Serve(ctx, {req->name(), Access::kWrite}, [&](const Grant* grant) {
+  return Serve(ctx, {req->name(), Access::kWrite}, [&](const Grant* grant, Sighting& seen) {
     if (auto s = CheckRequest(limits_, *req); !s.ok()) return NothingApplied(ctx, s);
     store::Store::NewDict spec;
     spec.name = req->name();
@@ -184,6 +209,7 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
     }
     auto schema = store_->CreateDict(spec);
     if (!schema.ok()) return NothingApplied(ctx, schema.status());
+    seen.Saw(schema->meta.id, schema->meta.version);
     ToProto(*schema, resp);
     return grpc::Status::OK;
   });
@@ -191,9 +217,11 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::DescribeDict(grpc::ServerContext* ctx,
                                           const v1::DescribeDictRequest* req, v1::DictInfo* resp) {
-  return Serve(ctx, {req->name(), Access::kRead}, [&](const Grant*) {
+  return Serve(ctx, {req->name(), Access::kRead, req->dict_id()},
+               [&](const Grant*, Sighting& seen) {
     auto schema = store_->Describe({req->name(), req->dict_id()});
     if (!schema.ok()) return ToGrpc(schema.status());
+    seen.Saw(schema->meta.id, schema->meta.version);
     ToProto(*schema, resp);
     return grpc::Status::OK;
   });
@@ -201,7 +229,7 @@ grpc::Status TdStoreService::DescribeDict(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::ListDicts(grpc::ServerContext* ctx, const v1::ListDictsRequest*,
                                        v1::ListDictsResponse* resp) {
-  return Serve(ctx, {}, [&](const Grant* grant) {
+  return Serve(ctx, {}, [&](const Grant* grant, Sighting&) {
     auto names = store_->ListDicts();
     if (!names.ok()) return ToGrpc(names.status());
     // A token sees only the dicts under its prefixes.
@@ -215,18 +243,21 @@ grpc::Status TdStoreService::ListDicts(grpc::ServerContext* ctx, const v1::ListD
 grpc::Status TdStoreService::DeleteDict(grpc::ServerContext* ctx,
                                         const v1::DeleteDictRequest* req,
                                         v1::DeleteDictResponse*) {
-  return Serve(ctx, {req->name(), Access::kWrite}, [&](const Grant*) {
+  return Serve(ctx, {req->name(), Access::kWrite}, [&](const Grant*, Sighting& seen) {
+    seen.dict.clear();  // a deleted dict has no schema to report
     return ToGrpc(store_->DeleteDict({req->name(), req->dict_id()}));
   });
 }
 
 grpc::Status TdStoreService::RenameDict(grpc::ServerContext* ctx,
                                         const v1::RenameDictRequest* req, v1::DictInfo* resp) {
-  return Serve(ctx, {req->name(), Access::kWrite}, [&](const Grant* grant) {
+  return Serve(ctx, {req->name(), Access::kWrite, req->dict_id()},
+               [&](const Grant* grant, Sighting& seen) {
     // Both names must be the caller's: renaming moves data between prefixes.
     if (auto s = Admit(grant, req->new_name(), Access::kWrite); !s.ok()) return s;
     auto schema = store_->RenameDict({req->name(), req->dict_id()}, req->new_name());
     if (!schema.ok()) return ToGrpc(schema.status());
+    seen.Saw(schema->meta.id, schema->meta.version);
     ToProto(*schema, resp);
     return grpc::Status::OK;
   });
@@ -235,7 +266,7 @@ grpc::Status TdStoreService::RenameDict(grpc::ServerContext* ctx,
 grpc::Status TdStoreService::RenameLeaves(grpc::ServerContext* ctx,
                                           const v1::RenameLeavesRequest* req,
                                           v1::RenameLeavesResponse* resp) {
-  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+  return Serve(ctx, {req->dict(), Access::kWrite, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     for (const v1::Path* p : {&req->from(), &req->to()}) {
       if (auto s = CheckPath(limits_, *p); !s.ok()) return ToGrpc(s);
     }
@@ -251,6 +282,7 @@ grpc::Status TdStoreService::RenameLeaves(grpc::ServerContext* ctx,
     }
     for (const LeafPath& p : renamed->replaced) ToProto(p, resp->add_replaced());
     resp->set_version(renamed->version);
+    seen.SawVersion(renamed->version);
     return grpc::Status::OK;
   });
 }
@@ -258,7 +290,8 @@ grpc::Status TdStoreService::RenameLeaves(grpc::ServerContext* ctx,
 grpc::Status TdStoreService::CopyLeaves(grpc::ServerContext* ctx,
                                         const v1::CopyLeavesRequest* req,
                                         v1::WriteLeavesResponse* resp) {
-  return Serve(ctx, {req->dict(), Access::kRead}, [&](const Grant* grant) {
+  return Serve(ctx, {req->dict(), Access::kRead, req->dict_id()}, [&](const Grant* grant,
+                                                                        Sighting&) {
     // Reading one dict and writing the other: both must be the caller's.
     if (auto s = Admit(grant, req->to_dict(), Access::kWrite); !s.ok()) return s;
     LeafPath from, to;
@@ -283,7 +316,7 @@ grpc::Status TdStoreService::CopyLeaves(grpc::ServerContext* ctx,
 grpc::Status TdStoreService::FillLeaves(grpc::ServerContext* ctx,
                                         const v1::FillLeavesRequest* req,
                                         v1::FillLeavesResponse* resp) {
-  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+  return Serve(ctx, {req->dict(), Access::kWrite, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     if (auto s = CheckLeafCount(limits_, req->leaves_size()); !s.ok()) return ToGrpc(s);
     std::vector<store::Fill> fills;
     for (const v1::FillLeavesRequest::Fill& f : req->leaves()) {
@@ -305,15 +338,18 @@ grpc::Status TdStoreService::FillLeaves(grpc::ServerContext* ctx,
                                       index ? &*index : nullptr);
     if (!version.ok()) return ToGrpc(version.status());
     resp->set_version(*version);
+    // An indexed fill's version is the one it planned with: read after.
+    if (!index) seen.SawVersion(*version);
     return grpc::Status::OK;
   });
 }
 
 grpc::Status TdStoreService::ResizeDict(grpc::ServerContext* ctx,
                                         const v1::ResizeDictRequest* req, v1::DictInfo* resp) {
-  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+  return Serve(ctx, {req->dict(), Access::kWrite, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     auto schema = store_->Resize({req->dict(), req->dict_id()}, req->rows());
     if (!schema.ok()) return ToGrpc(schema.status());
+    seen.Saw(schema->meta.id, schema->meta.version);
     ToProto(*schema, resp);
     return grpc::Status::OK;
   });
@@ -321,9 +357,10 @@ grpc::Status TdStoreService::ResizeDict(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::SetLocked(grpc::ServerContext* ctx,
                                        const v1::SetLockedRequest* req, v1::DictInfo* resp) {
-  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+  return Serve(ctx, {req->dict(), Access::kWrite, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     auto schema = store_->SetLocked({req->dict(), req->dict_id()}, req->locked());
     if (!schema.ok()) return ToGrpc(schema.status());
+    seen.Saw(schema->meta.id, schema->meta.version);
     ToProto(*schema, resp);
     return grpc::Status::OK;
   });
@@ -331,12 +368,13 @@ grpc::Status TdStoreService::SetLocked(grpc::ServerContext* ctx,
 
 grpc::Status TdStoreService::UpdateAttrs(grpc::ServerContext* ctx,
                                          const v1::UpdateAttrsRequest* req, v1::DictInfo* resp) {
-  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+  return Serve(ctx, {req->dict(), Access::kWrite, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     store::AttrsUpdate update;
     update.set.insert(req->set().begin(), req->set().end());
     update.remove.assign(req->remove().begin(), req->remove().end());
     auto schema = store_->UpdateAttrs({req->dict(), req->dict_id()}, update);
     if (!schema.ok()) return ToGrpc(schema.status());
+    seen.Saw(schema->meta.id, schema->meta.version);
     ToProto(*schema, resp);
     return grpc::Status::OK;
   });
@@ -346,7 +384,7 @@ grpc::Status TdStoreService::Counter(grpc::ServerContext* ctx, const v1::Counter
                                      v1::CounterResponse* resp) {
   const Access access = req->op_case() == v1::CounterRequest::kGet ? Access::kRead
                                                                     : Access::kWrite;
-  return Serve(ctx, {req->dict(), access}, [&](const Grant*) {
+  return Serve(ctx, {req->dict(), access, req->dict_id()}, [&](const Grant*, Sighting&) {
     store::CounterOp op;
     op.name = req->name();
     switch (req->op_case()) {
@@ -377,13 +415,15 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
                                          grpc::ServerReader<v1::WriteChunk>* reader,
                                          v1::WriteLeavesResponse* resp) {
   // The dict is named by the stream's first message: admitted below.
-  return Serve(ctx, {}, [&](const Grant* grant) {
+  return Serve(ctx, {}, [&](const Grant* grant, Sighting& seen) {
     auto lease = streams_.Enter(ctx);
     if (!lease.ok()) return NothingApplied(ctx, lease.status());
     WriteStream stream(ctx, reader, **lease, limits_);
     auto begin = stream.Begin();
     if (!begin.ok()) return NothingApplied(ctx, begin.status());
     if (auto s = Admit(grant, begin->dict(), Access::kWrite); !s.ok()) return s;
+    seen.dict = begin->dict();
+    seen.dict_id = begin->dict_id();
     if (auto s = CheckRequest(limits_, *begin); !s.ok()) return NothingApplied(ctx, s);
     if (begin->has_index() || begin->has_ring()) {
       // Nothing is written before the store call that ends it, which
@@ -394,7 +434,9 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
     }
     // Every failure of a whole-leaf write leaves nothing visible (the
     // transaction aborts), except a commit whose outcome is unknown.
-    return NothingApplied(ctx, WriteWhole(stream, *begin, resp));
+    absl::Status written = WriteWhole(stream, *begin, resp);
+    if (written.ok()) seen.SawVersion(resp->version());  // the commit's own
+    return NothingApplied(ctx, written);
   });
 }
 
@@ -561,7 +603,7 @@ grpc::Status TdStoreService::StreamedReadLeaves(grpc::ServerContext* ctx,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "ReadLeaves carried no request");
   }
   const v1::ReadLeavesRequest* req = &request;
-  return Serve(ctx, {req->dict(), Access::kRead}, [&](const Grant*) {
+  return Serve(ctx, {req->dict(), Access::kRead, req->dict_id()}, [&](const Grant*, Sighting&) {
     if (auto s = CheckRequest(limits_, *req); !s.ok()) return ToGrpc(s);
     auto lease = streams_.Enter(ctx);
     if (!lease.ok()) return ToGrpc(lease.status());
@@ -610,7 +652,7 @@ absl::Status TdStoreService::ReadIndexed(const v1::ReadLeavesRequest& req,
 grpc::Status TdStoreService::DeleteLeaves(grpc::ServerContext* ctx,
                                           const v1::DeleteLeavesRequest* req,
                                           v1::DeleteLeavesResponse* resp) {
-  return Serve(ctx, {req->dict(), Access::kWrite}, [&](const Grant*) {
+  return Serve(ctx, {req->dict(), Access::kWrite, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     if (auto s = CheckRequest(limits_, *req); !s.ok()) return NothingApplied(ctx, s);
     auto paths = PathsFromProto(req->paths());
     if (!paths.ok()) return ToGrpc(paths.status());
@@ -618,13 +660,14 @@ grpc::Status TdStoreService::DeleteLeaves(grpc::ServerContext* ctx,
     if (!removed.ok()) return ToGrpc(removed.status());
     for (const LeafPath& p : removed->paths) ToProto(p, resp->add_deleted());
     resp->set_version(removed->version);
+    seen.SawVersion(removed->version);
     return grpc::Status::OK;
   });
 }
 
 grpc::Status TdStoreService::ListKeys(grpc::ServerContext* ctx, const v1::ListKeysRequest* req,
                                       v1::ListKeysResponse* resp) {
-  return Serve(ctx, {req->dict(), Access::kRead}, [&](const Grant*) {
+  return Serve(ctx, {req->dict(), Access::kRead, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     LeafPath prefix;
     if (req->has_prefix() && req->prefix().components_size() > 0) {
       if (auto s = CheckPath(limits_, req->prefix()); !s.ok()) return ToGrpc(s);
@@ -634,6 +677,7 @@ grpc::Status TdStoreService::ListKeys(grpc::ServerContext* ctx, const v1::ListKe
     }
     auto schema = store_->Describe({req->dict(), req->dict_id()});
     if (!schema.ok()) return ToGrpc(schema.status());
+    seen.Saw(schema->meta.id, schema->meta.version);
     if (!prefix.empty()) {
       switch (schema->Classify(prefix)) {
         case store::DictSchema::PathKind::kLeaf:
@@ -656,12 +700,13 @@ grpc::Status TdStoreService::ListKeys(grpc::ServerContext* ctx, const v1::ListKe
 
 grpc::Status TdStoreService::Exists(grpc::ServerContext* ctx, const v1::ExistsRequest* req,
                                     v1::ExistsResponse* resp) {
-  return Serve(ctx, {req->dict(), Access::kRead}, [&](const Grant*) {
+  return Serve(ctx, {req->dict(), Access::kRead, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     if (auto s = CheckPath(limits_, req->path()); !s.ok()) return ToGrpc(s);
     auto path = FromProto(req->path());
     if (!path.ok()) return ToGrpc(path.status());
     auto schema = store_->Describe({req->dict(), req->dict_id()});
     if (!schema.ok()) return ToGrpc(schema.status());
+    seen.Saw(schema->meta.id, schema->meta.version);
     switch (schema->Classify(*path)) {
       case store::DictSchema::PathKind::kLeaf:
         resp->set_kind(v1::ExistsResponse::LEAF);
@@ -680,7 +725,7 @@ grpc::Status TdStoreService::Exists(grpc::ServerContext* ctx, const v1::ExistsRe
 grpc::Status TdStoreService::AppendRows(
     grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::AppendAck, v1::AppendRequest>* stream) {
   // The dict is named by the stream's first message: admitted below.
-  return Serve(ctx, {}, [&](const Grant* grant) {
+  return Serve(ctx, {}, [&](const Grant* grant, Sighting& seen) {
     auto lease = streams_.Enter(ctx);
     if (!lease.ok()) return NothingApplied(ctx, lease.status());
     v1::AppendRequest request;
@@ -691,6 +736,8 @@ grpc::Status TdStoreService::AppendRows(
     (*lease)->Touch();
     const v1::AppendBegin begin = request.begin();
     if (auto s = Admit(grant, begin.dict(), Access::kWrite); !s.ok()) return s;
+    seen.dict = begin.dict();
+    seen.dict_id = begin.dict_id();
     if (auto s = CheckPaths(limits_, begin.leaves()); !s.ok()) return NothingApplied(ctx, s);
     auto paths = PathsFromProto(begin.leaves());
     if (!paths.ok()) return NothingApplied(ctx, paths.status());

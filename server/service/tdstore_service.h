@@ -28,6 +28,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "server/service/access_control.h"
@@ -162,13 +164,45 @@ class TdStoreService final
   struct Admission {
     std::string_view dict;
     Access access = Access::kRead;
+    std::string_view dict_id = {};  // the id the request names, if any
   };
-  // The prologue every handler shares, then `body`: counts the call in
-  // flight (refusing it with UNAVAILABLE while draining), authenticates the
-  // caller (UNAUTHENTICATED) and, for a named dict, checks the name and the
-  // caller's right (PERMISSION_DENIED). `body` gets the caller's grant.
+  // What a call on a dict saw of its schema, for the client's copy
+  // (docs/protocol.md, "Causal schema reads"): the dict's schema version,
+  // read at or after the moment the call took effect, so that no version
+  // the call could have observed the effects of is newer. Serve sends it as
+  // trailing metadata `tdstore-schema-version: <id>:<version>`, whether the
+  // call succeeded or failed.
+  struct Sighting {
+    // The dict the call acts on: the Admission's, or set by a handler that
+    // learns it from its stream's first message.
+    std::string dict;
+    std::string dict_id;
+    // Set by a handler whose store call returned a version read in the
+    // same atomic step as its effect (a commit, a lock, a schema read);
+    // otherwise Serve reads the version after the handler returns.
+    std::optional<int64_t> version;
+    std::string id;  // the dict id `version` belongs to
+    void Saw(std::string_view dict_id_seen, int64_t version_seen) {
+      id = std::string(dict_id_seen);
+      version = version_seen;
+    }
+    // Saw, for the id the request named; without one, Serve reads it.
+    void SawVersion(int64_t version_seen) {
+      if (!dict_id.empty()) Saw(dict_id, version_seen);
+    }
+  };
+  // The prologue every handler shares, then `body`, then the epilogue:
+  // counts the call in flight (refusing it with UNAVAILABLE while
+  // draining), authenticates the caller (UNAUTHENTICATED) and, for a named
+  // dict, checks the name and the caller's right (PERMISSION_DENIED).
+  // `body` gets the caller's grant and the call's Sighting, which Serve
+  // then sends to the client.
   grpc::Status Serve(grpc::ServerContext* ctx, const Admission& admission,
-                     const std::function<grpc::Status(const Grant* grant)>& body);
+                     const std::function<grpc::Status(const Grant* grant, Sighting& seen)>& body);
+  // Sends what `seen` says (reading the version now if the handler did not
+  // set it) as trailing metadata. Never fails the call: a dict that is gone
+  // or a Redis that does not answer sends nothing.
+  void SendSighting(grpc::ServerContext* ctx, const Sighting& seen) const;
   // Name and right checks of Serve, for names a handler learns later.
   grpc::Status Admit(const Grant* grant, std::string_view name, Access access) const;
 

@@ -1,5 +1,6 @@
 #include "server/store/store.h"
 
+#include "absl/strings/numbers.h"
 #include "common/str_cat.h"
 #include "server/log.h"
 #include "server/store/outcome.h"
@@ -100,6 +101,26 @@ absl::StatusOr<DictSchema> Store::Publish(const DictSchema& built, absl::Status 
 }
 
 absl::StatusOr<DictSchema> Store::Describe(const DictRef& ref) const { return dicts_->Load(ref); }
+
+absl::StatusOr<Store::SchemaVersionSeen> Store::SchemaVersion(const DictRef& ref) const {
+  SchemaVersionSeen seen;
+  if (ref.id.empty()) {
+    auto id = dicts_->LookupId(ref.name);
+    if (!id.ok()) return id.status();
+    seen.id = *std::move(id);
+  } else {
+    seen.id = std::string(ref.id);
+  }
+  const std::string meta = dicts_->keys().Meta(seen.id);
+  auto reply = dicts_->redis().Call(meta, {"HGET", meta, kMetaVersion});
+  if (!reply.ok()) return reply.status();
+  if (auto s = ReplyStatus(*reply, "read a dict's schema version"); !s.ok()) return s;
+  if (reply->is_nil()) return dicts_->NotFound(ref);
+  if (!absl::SimpleAtoi(std::string(reply->str()), &seen.version)) {
+    return absl::DataLossError(StrCat("dict ", seen.id, " has a malformed schema version"));
+  }
+  return seen;
+}
 
 absl::StatusOr<std::vector<std::string>> Store::ListDicts() const { return dicts_->ListDicts(); }
 

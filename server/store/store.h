@@ -100,6 +100,15 @@ class Store {
 
   // The dict's schema, read now.
   absl::StatusOr<DictSchema> Describe(const DictRef& ref) const;
+  // The dict's id and schema version, read now: one round trip (two without
+  // an id). What a call reports as the schema it saw, read after the call
+  // took effect (docs/protocol.md, "Causal schema reads"). NOT_FOUND if the
+  // ref no longer names a dict.
+  struct SchemaVersionSeen {
+    std::string id;
+    int64_t version = 0;
+  };
+  absl::StatusOr<SchemaVersionSeen> SchemaVersion(const DictRef& ref) const;
   // Every dict name, sorted.
   absl::StatusOr<std::vector<std::string>> ListDicts() const;
   absl::Status DeleteDict(const DictRef& ref);

@@ -58,6 +58,7 @@ struct Appender::State {
   // The stream ended (the server refused it, or it broke): throws its status.
   [[noreturn]] void Closed() {
     grpc::Status status = stream->Finish();
+    RaiseSchemaFloor(impl->address, *context);
     stream.reset();
     int64_t unknown = 0;
     for (const Sent& sent : in_flight) unknown += sent.rows;

@@ -14,6 +14,7 @@
 
 #include "client/core/src/retry.h"
 #include "client/core/src/schema_copies.h"
+#include "client/core/src/schema_floors.h"
 #include "tdstore/core.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
@@ -28,7 +29,8 @@ struct Client::Impl {
   // Throws the tdstore::Error for a failed call.
   [[noreturn]] void Fail(const grpc::Status& status) const;
   // Prepare + unary call, retried as `safety` allows (retry.h), + Fail on
-  // error: the shape of most RPCs.
+  // error: the shape of most RPCs. Every attempt's reply raises the floor
+  // of the schema copies of the dict it names (schema_floors.h).
   template <typename Request, typename Response>
   void Call(grpc::Status (v1::TdStore::Stub::*method)(grpc::ClientContext*, const Request&,
                                                        Response*),
@@ -38,6 +40,7 @@ struct Client::Impl {
       grpc::ClientContext context;
       Prepare(&context, retry.deadline());
       grpc::Status status = (stub.get()->*method)(&context, request, response);
+      RaiseSchemaFloor(address, context);
       if (status.ok()) return;
       if (!retry.Again(status, safety, context)) Fail(status);
     }

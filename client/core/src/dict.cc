@@ -252,7 +252,10 @@ DictInfo Dict::describe() const {
   request.set_dict_id(id_);
   v1::DictInfo info;
   impl_->Call(&v1::TdStore::Stub::DescribeDict, request, &info, Retrier::kIdempotent);
-  return FromProto(info);
+  DictInfo out = FromProto(info);
+  // A schema read now: the copy catches up without waiting for its watch.
+  if (impl_->schemas != nullptr) impl_->schemas->Known(name_, id_, out);
+  return out;
 }
 
 std::vector<int64_t> Dict::batch_size() const {

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "client/core/src/convert.h"
+#include "client/core/src/schema_floors.h"
 #include "tdstore/v1/data_frames.h"
 
 // The wire carries little-endian bytes and this client sends and receives
@@ -371,6 +372,7 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
     WriteStream stream;
     impl.Prepare(&stream.context, retry.deadline());
     grpc::Status status = WriteOnce(impl, begin, leaves, dtypes, options.progress, stream);
+    if (stream.finished) RaiseSchemaFloor(impl.address, stream.context);
     if (status.ok()) return std::move(stream.response);
     if (!retry.Again(status, safety, stream.context)) impl.Fail(status);
   }
@@ -393,6 +395,7 @@ void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::st
     ReadStream stream;
     impl.Prepare(&stream.context, retry.deadline());
     grpc::Status status = ReadOnce(impl, request, options, stream, sink);
+    if (stream.finished) RaiseSchemaFloor(impl.address, stream.context);
     if (status.ok()) return;
     // ABORTED: a leaf was replaced while it streamed; a new attempt reads the
     // new generation whole. The first few at once; then with backoff within

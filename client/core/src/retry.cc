@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "common/protocol_metadata.h"
+
 namespace tdstore {
 
 Retrier::Retrier(const ClientOptions& options) {
@@ -13,8 +15,8 @@ Retrier::Retrier(const ClientOptions& options) {
 
 bool NothingApplied(const grpc::ClientContext& attempt) {
   const auto& trailers = attempt.GetServerTrailingMetadata();
-  auto it = trailers.find("tdstore-applied");
-  return it != trailers.end() && it->second == "none";
+  auto it = trailers.find(kAppliedTrailer);
+  return it != trailers.end() && it->second == kAppliedNone;
 }
 
 bool Retrier::Again(const grpc::Status& status, Safety safety,

@@ -4,6 +4,7 @@
 
 #include "client/core/src/client_impl.h"
 #include "client/core/src/convert.h"
+#include "client/core/src/schema_floors.h"
 #include "common/path.h"
 
 namespace tdstore::core {
@@ -94,7 +95,12 @@ std::shared_ptr<const DictInfo> SchemaCopies::Trusted(const std::string& name,
     if (closing_ || id.empty()) return nullptr;
     const std::string key = KeyOf(name, id);
     Copy& copy = copies_[key];
-    if (IsTrusted(copy)) return copy.info;
+    // Never older than what a reply of this process has shown (causal
+    // reads, schema_floors.h): a newer floor waits for the watch's event,
+    // or for the caller's round trip to bring the copy up (Known).
+    if (IsTrusted(copy) && copy.info->version >= SchemaFloor(impl_->address, id)) {
+      return copy.info;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (copy.stream == nullptr && !copy.gone &&
         (copy.ended == std::chrono::steady_clock::time_point{} ||
