@@ -3,12 +3,31 @@
 #include <algorithm>
 
 #include "common/protocol_limits.h"
+#include "common/protocol_revision.h"
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_limits.h"
 #include "tdstore/v1/data_frames.h"
 
 namespace tdstore::service {
+namespace {
+
+// A WriteChunk with no frame kind this server knows (a newer client's, or
+// a broken one): refused, naming what came, never taken as an empty frame
+// (docs/protocol.md, "Compatibility").
+absl::Status UnknownFrame(const v1::WriteChunk& chunk) {
+  const google::protobuf::UnknownFieldSet& unknown =
+      chunk.GetReflection()->GetUnknownFields(chunk);
+  if (unknown.field_count() == 0) {
+    return absl::InvalidArgumentError("a WriteChunk with no frame kind set");
+  }
+  return absl::InvalidArgumentError(
+      StrCat("a WriteChunk whose frame kind (field ", unknown.field(0).number(),
+             ") this tdstored does not know (protocol revision ", kProtocolRevision,
+             "); nothing was written"));
+}
+
+}  // namespace
 
 absl::StatusOr<v1::WriteBegin> WriteStream::Begin() {
   if (!reader_->Read(&chunk_)) return absl::InvalidArgumentError("empty write stream");
@@ -31,6 +50,8 @@ absl::StatusOr<v1::WriteBegin> WriteStream::Begin() {
       announced_leaves_ = chunk_.small().begin().leaf_count();
       return chunk_.small().begin();
     }
+    case v1::WriteChunk::KIND_NOT_SET:
+      return UnknownFrame(chunk_);
     default:
       return absl::InvalidArgumentError("a write stream must start with WriteBegin");
   }
@@ -54,9 +75,12 @@ absl::StatusOr<WriteStream::Piece> WriteStream::Next() {
       return OnData(chunk_.data());
     case v1::WriteChunk::kSmall:
       return absl::InvalidArgumentError("a SmallWrite must be the stream's only message");
-    default:
-      return absl::InvalidArgumentError("WriteBegin may appear only once, first");
+    case v1::WriteChunk::KIND_NOT_SET:
+      return UnknownFrame(chunk_);
+    case v1::WriteChunk::kBegin:
+      break;
   }
+  return absl::InvalidArgumentError("WriteBegin may appear only once, first");
 }
 
 // A SmallWrite stands for the messages it holds: each leaf's header, then
@@ -166,7 +190,7 @@ absl::Status ReadStream::SendMessage() { return Send(wire::MessageFrame(out_)); 
 absl::Status ReadStream::Begin(const Shape& batch_shape, size_t leaf_count,
                                int64_t total_bytes) {
   out_.Clear();
-  small_ = total_bytes <= kMaxSmallStreamBytes &&
+  small_ = small_read_ && total_bytes <= kMaxSmallStreamBytes &&
            static_cast<int64_t>(leaf_count) <= kMaxSmallReadLeaves;
   v1::ReadBegin* begin = small_ ? out_.mutable_small()->mutable_begin() : out_.mutable_begin();
   for (int64_t d : batch_shape) begin->add_batch_shape(d);

@@ -104,16 +104,18 @@ using ReadLeavesStreamer = grpc::ServerSplitStreamer<v1::ReadLeavesRequest, grpc
 
 class ReadStream {
  public:
-  ReadStream(grpc::ServerContext* ctx, ReadLeavesStreamer* writer, StreamGuard::Lease& lease)
-      : ctx_(ctx), writer_(writer), lease_(lease) {}
+  // `small_read`: the client accepts FRAME_SMALL_READ.
+  ReadStream(grpc::ServerContext* ctx, ReadLeavesStreamer* writer, StreamGuard::Lease& lease,
+             bool small_read)
+      : ctx_(ctx), writer_(writer), lease_(lease), small_read_(small_read) {}
 
   // Each returns CANCELLED "client went away" when the client is gone.
   // Write() blocks while the client does not read (flow control); the
   // stream guard cancels the call if that lasts too long.
   // `total_bytes`: what the leaves announced after it add up to. A read of
-  // at most kMaxSmallStreamBytes (and kMaxSmallReadLeaves leaves) is
-  // gathered into one SmallRead that End() sends; the others go out
-  // message by message.
+  // at most kMaxSmallStreamBytes (and kMaxSmallReadLeaves leaves), to a
+  // client that accepts it, is gathered into one SmallRead that End()
+  // sends; the others go out message by message.
   absl::Status Begin(const Shape& batch_shape, size_t leaf_count, int64_t total_bytes);
   // The header of a leaf of `record`'s dtype, kind and value, at `shape`
   // (the record's own, or an indexed read's).
@@ -132,6 +134,7 @@ class ReadStream {
   ReadLeavesStreamer* const writer_;
   StreamGuard::Lease& lease_;
   v1::ReadChunk out_;
+  const bool small_read_;  // the client accepts a SmallRead
   bool small_ = false;  // out_ gathers a SmallRead
 };
 

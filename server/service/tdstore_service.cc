@@ -1,11 +1,13 @@
 #include "server/service/tdstore_service.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <thread>
 
 #include "common/key_listing.h"
 #include "common/protocol_metadata.h"
+#include "common/protocol_revision.h"
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_limits.h"
@@ -161,6 +163,8 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
     resp->set_backend(health.backend);
     resp->set_redis_ok(health.redis_ok);
     resp->set_redis_masters(health.redis_masters);
+    resp->set_protocol_revision(kProtocolRevision);
+    for (const char* capability : kServerCapabilities) resp->add_capabilities(capability);
     return grpc::Status::OK;
   });
 }
@@ -609,7 +613,11 @@ grpc::Status TdStoreService::StreamedReadLeaves(grpc::ServerContext* ctx,
     if (!lease.ok()) return ToGrpc(lease.status());
     auto paths = PathsFromProto(req->paths());
     if (!paths.ok()) return ToGrpc(paths.status());
-    ReadStream stream(ctx, writer, **lease);
+    // A SmallRead only for a client that said it reads one: to any other
+    // it would look like an empty stream (docs/protocol.md, "Compatibility").
+    const bool small_read = std::find(req->accepts().begin(), req->accepts().end(),
+                                      v1::FRAME_SMALL_READ) != req->accepts().end();
+    ReadStream stream(ctx, writer, **lease, small_read);
     return ToGrpc(req->has_index() ? ReadIndexed(*req, *paths, stream)
                                    : ReadWhole(*req, *paths, stream));
   });

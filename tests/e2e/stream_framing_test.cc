@@ -47,13 +47,15 @@ grpc::Status WriteRaw(const std::vector<v1::WriteChunk>& chunks) {
   return writer->Finish();
 }
 
-// Every message of a ReadLeaves of `leaf`, as the wire carries them.
+// Every message of a ReadLeaves of `leaf`, as the wire carries them, to a
+// client that accepts a SmallRead.
 std::vector<v1::ReadChunk> ReadRaw(const std::string& dict, const std::string& leaf) {
   auto stub = Stub();
   grpc::ClientContext ctx;
   v1::ReadLeavesRequest request;
   request.set_dict(dict);
   request.add_paths()->add_components(leaf);
+  request.add_accepts(v1::FRAME_SMALL_READ);
   auto reader = stub->ReadLeaves(&ctx, request);
   std::vector<v1::ReadChunk> out;
   v1::ReadChunk chunk;

@@ -24,6 +24,17 @@ namespace {
   throw Error(StatusCode::kDataLoss, "malformed read stream from tdstored: " + message);
 }
 
+// A ReadChunk of no kind this client knows: a frame a newer server sent
+// though this client never accepted it, or a broken stream. Never taken as
+// an empty frame, which would end the read with nothing and no error.
+[[noreturn]] void UnknownFrame(const v1::ReadChunk& chunk) {
+  const google::protobuf::UnknownFieldSet& unknown =
+      chunk.GetReflection()->GetUnknownFields(chunk);
+  if (unknown.field_count() == 0) DataLoss("a ReadChunk with no frame kind set");
+  DataLoss("a ReadChunk whose frame kind (field " + std::to_string(unknown.field(0).number()) +
+           ") this client does not know");
+}
+
 // ---- WriteLeaves ------------------------------------------------------------
 
 // Rejects what cannot go on the wire before any stream is opened, so a bad
@@ -163,6 +174,7 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
   if (!next()) return stream.Finish();
   // A small read is one SmallRead: the begin and every leaf, whole.
   const bool small = !pieces && chunk.kind_case() == v1::ReadChunk::kSmall;
+  if (!pieces && chunk.kind_case() == v1::ReadChunk::KIND_NOT_SET) UnknownFrame(chunk);
   if (pieces || (chunk.kind_case() != v1::ReadChunk::kBegin && !small)) {
     DataLoss("it does not start with ReadBegin");
   }
@@ -237,8 +249,8 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
       case v1::ReadChunk::kBegin:
       case v1::ReadChunk::kSmall:
         DataLoss("a second ReadBegin");
-      default:
-        DataLoss("a chunk of unknown kind");
+      case v1::ReadChunk::KIND_NOT_SET:
+        UnknownFrame(chunk);
     }
   }
   grpc::Status status = stream.Finish();
@@ -384,6 +396,7 @@ void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::st
   v1::ReadLeavesRequest request;
   request.set_dict(dict);
   request.set_dict_id(dict_id);
+  request.add_accepts(v1::FRAME_SMALL_READ);  // ReadOnce reads one
   for (const Key& path : paths) ToProto(path, request.add_paths());
   if (options.index != nullptr) {
     ToProto(*options.index, request.mutable_index());

@@ -1,0 +1,27 @@
+// The revision of the wire contract (proto/tdstore/v1/tdstore.proto) that
+// this build implements, and what it does beyond revision 1, by name: what
+// GetServerInfo reports (docs/protocol.md, "Compatibility"). Pure
+// constants; no I/O.
+//
+// Revisions: 1, the first tdstore.v1; 2, SmallWrite and SmallRead (sent to
+// every client: the bug revision 3 fixed); 3, optional frames only for a
+// client that accepts them (ReadLeavesRequest.accepts), the schema-version
+// trailer, and ServerInfo's revision and capabilities.
+#ifndef TDSTORE_COMMON_PROTOCOL_REVISION_H_
+#define TDSTORE_COMMON_PROTOCOL_REVISION_H_
+
+namespace tdstore {
+
+inline constexpr int kProtocolRevision = 3;
+
+inline constexpr const char* kServerCapabilities[] = {
+    "small_write",             // takes WriteChunk.small
+    "small_read",              // sends ReadChunk.small to a client accepting FRAME_SMALL_READ
+    "schema_version_trailer",  // trailing metadata tdstore-schema-version
+    "ring_append",             // WriteBegin.ring
+    "record_layout",           // DICT_LAYOUT_RECORD
+};
+
+}  // namespace tdstore
+
+#endif  // TDSTORE_COMMON_PROTOCOL_REVISION_H_
