@@ -22,6 +22,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -415,6 +416,10 @@ namespace {
 // meanwhile is refused UNAVAILABLE at once, and tdstored exits promptly even
 // though clients keep idle connections open (gRPC would otherwise wait for
 // them: an idle C++ channel looks at its socket only every 5 s).
+//
+// The write is held in flight by its own progress callback, which waits
+// (after its first 8 MiB) until the refused call has been seen: no sleep
+// decides what is in flight when.
 TEST(E2eShutdown, SigtermFinishesInFlightCallsAndDoesNotWaitForIdleClients) {
   DaemonProcess daemon;
   ASSERT_TRUE(daemon.Start({"--redis", SharedRedis().url(), "--namespace", "term"}).ok());
@@ -426,26 +431,57 @@ TEST(E2eShutdown, SigtermFinishesInFlightCallsAndDoesNotWaitForIdleClients) {
   idle.list();  // connected, then idle
   const at::Tensor big = at::rand({64, 512 * 1024});  // 128 MiB
 
+  std::mutex mu;
+  std::condition_variable changed;
+  bool under_way = false, go_on = false;
+  core::WriteOptions options;
+  options.progress = [&](int64_t done, int64_t) {
+    if (done < (int64_t{8} << 20)) return;
+    std::unique_lock<std::mutex> lock(mu);
+    under_way = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return go_on; });
+  };
+  core::LeafData leaf;
+  leaf.path = Key("big");
+  leaf.dtype = DType::kFloat32;
+  leaf.shape = {64, 512 * 1024};
+  leaf.data = big.data_ptr();
+  leaf.byte_size = static_cast<int64_t>(big.nbytes());
   std::string write_error;
   std::thread write([&] {
     try {
-      td.set("big", big);
+      td.core().write({leaf}, options);
     } catch (const Error& e) {
       write_error = e.what();
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the write is under way
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(kill(daemon.pid(), SIGTERM), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  // A new call while draining: refused at once, retryable.
-  try {
-    idle.list();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), StatusCode::kUnavailable) << e.what();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    changed.wait(lock, [&] { return under_way; });
   }
+  ASSERT_EQ(kill(daemon.pid(), SIGTERM), 0);
+  // New calls while draining: refused, retryable. Until the daemon has
+  // seen the signal they still succeed.
+  std::optional<Error> refused;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!refused && std::chrono::steady_clock::now() < deadline) {
+    try {
+      idle.list();
+    } catch (const Error& e) {
+      refused = e;
+    }
+  }
+  ASSERT_TRUE(refused.has_value()) << "calls were still served 30 s after SIGTERM";
+  EXPECT_EQ(refused->code(), StatusCode::kUnavailable) << refused->what();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    go_on = true;
+  }
+  changed.notify_all();
   write.join();
   EXPECT_EQ(write_error, "") << "the in-flight write was not allowed to finish";
+  const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();
   const double stop_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -133,9 +133,14 @@ struct ClientOptions {
 
   // Answer keys(), contains() and describe() from a schema copy that a
   // WatchSchema stream keeps current (one stream per dict asked about), with
-  // no round trip. Another client's change is seen once its event arrives
-  // (a pub/sub hop after it; this client's own changes at once). false:
-  // every such call asks tdstored.
+  // no round trip. Never older than anything a call of this process has
+  // seen: every reply names the dict's schema version, and a copy older
+  // than the newest one seen is brought up to date first (causal reads,
+  // docs/protocol.md). So another process's change is seen at once after
+  // a call on the dict observed anything that followed it (a counter it
+  // bumped after, a leaf it wrote after), and otherwise once the watch's
+  // event arrives (a pub/sub hop). This client's own changes at once.
+  // false: every such call asks tdstored.
   bool watch_schemas = true;
 };
 
