@@ -1,0 +1,50 @@
+"""Paired small calls: one Python client against two tdstored binaries on one redis-server.
+
+    python tests/bench/paired_daemons_bench.py OLD_TDSTORED NEW_TDSTORED [ROUNDS]
+
+Needs a redis-server on 127.0.0.1:7777 (each daemon gets its own namespace).
+Alternates the two daemons per case and round; prints the medians of the
+rounds' medians (300 calls each, after 20 warm-up calls). Used for
+docs/benchmarks.md, *The cost of causal schema reads*.
+"""
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from tdstore import TensorDictStore
+def start(binary, port):
+    p = subprocess.Popen([binary, "--listen", f"127.0.0.1:{port}", "--redis", "redis://127.0.0.1:7777", "--namespace", f"b{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.5); return p
+procs = [start(sys.argv[1], 7790), start(sys.argv[2], 7791)]
+stores = {}
+for label, port in (("old", 7790), ("new", 7791)):
+    td = TensorDictStore(batch_size=[10000], addr=f"127.0.0.1:{port}")
+    for k in "abcde": td[k] = torch.rand(10000, 64)
+    "a" in td
+    stores[label] = td
+cases = {
+    "counter_get": lambda td: td.counter_get("c"),
+    "td[42] read": lambda td: td[42].to_tensordict(),
+    "td[42] write": lambda td: td.__setitem__(42, {"a": torch.ones(64)}),
+    "td[100:356] read": lambda td: td[100:356].to_tensordict(),
+    "get leaf": lambda td: td["a"],
+    "keys()": lambda td: list(td.keys()),
+}
+res = {c: {"old": [], "new": []} for c in cases}
+for rnd in range(int(sys.argv[3]) if len(sys.argv) > 3 else 3):
+    for c, f in cases.items():
+        for label in ("old", "new"):
+            td = stores[label]
+            for _ in range(20): f(td)
+            ts = []
+            for _ in range(300):
+                a = time.perf_counter(); f(td); ts.append(time.perf_counter() - a)
+            res[c][label].append(statistics.median(ts) * 1e3)
+print(f"{'case':18} {'before ms':>10} {'after ms':>10} {'after/before':>12}")
+for c in cases:
+    o, n = statistics.median(res[c]["old"]), statistics.median(res[c]["new"])
+    print(f"{c:18} {o:10.3f} {n:10.3f} {n/o:12.2f}")
+for p in procs: p.terminate()
