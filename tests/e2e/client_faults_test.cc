@@ -56,7 +56,7 @@ constexpr milliseconds kCleanupBound{kPendingTimeoutMs + 5 * kSweepIntervalMs};
 
 // The .npy the CLI puts: float32 [51200, 1024], 200 MiB; 4 MiB per block of
 // 1024 rows, so the put creates a key every few milliseconds.
-constexpr int64_t kNpyRows = 51200, kNpyCols = 1024, kRowsPerBlock = 1024;
+constexpr int64_t kNpyRows = 51200, kNpyCols = 1024, kNpyRowsPerBlock = 1024;
 
 std::string Join(const std::vector<std::string>& items) {
   std::string out;
@@ -176,7 +176,7 @@ class ClientFaults : public ::testing::Test {
 std::string ClientFaults::dir_;
 
 TEST_F(ClientFaults, CliKilledMidPutLeavesNothing) {
-  Dict td = client_->create("big", {kNpyRows}, CreateOptions{kRowsPerBlock, 0});
+  Dict td = client_->create("big", {kNpyRows}, CreateOptions{kNpyRowsPerBlock, 0});
   const std::vector<std::string> before = Keys();
   ASSERT_NO_FATAL_FAILURE(StartPut("big"));
   ASSERT_NO_FATAL_FAILURE(WaitUntilMidWrite());
@@ -201,7 +201,7 @@ TEST_F(ClientFaults, CliKilledMidPutLeavesNothing) {
 }
 
 TEST_F(ClientFaults, CliFrozenMidPutIsSweptAndFailsWhenResumed) {
-  Dict td = client_->create("big", {kNpyRows}, CreateOptions{kRowsPerBlock, 0});
+  Dict td = client_->create("big", {kNpyRows}, CreateOptions{kNpyRowsPerBlock, 0});
   const std::vector<std::string> before = Keys();
   ASSERT_NO_FATAL_FAILURE(StartPut("big"));
   ASSERT_NO_FATAL_FAILURE(WaitUntilMidWrite());

@@ -23,10 +23,6 @@
 namespace tdstore::testing {
 namespace {
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // Another client's change reaches this client's watched schema copy a
 // pub/sub hop later (docs/protocol.md, *Schema watch*); the store itself
 // enforces it at once. Waits up to 5 s for `condition`.

@@ -17,10 +17,6 @@ namespace tdstore::testing {
 namespace {
 
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 TEST(E2eErrors, UnknownDictOrLeafIsNotFound) {
   Client client(DaemonAddress());
   Error e = ErrorOf([&] { client.open("no-such-dict"); });

@@ -1,4 +1,4 @@
-// Test helper: the tdstore::Error a call throws.
+// Test helpers: the tdstore::Error a call throws, and what its message says.
 //
 //   EXPECT_EQ(ErrorOf([&] { td.get("missing"); }).code(), StatusCode::kNotFound);
 #ifndef TDSTORE_TESTS_E2E_EXPECT_ERROR_H_
@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
 
 #include "tdstore/client.h"
 
@@ -21,6 +22,11 @@ inline Error ErrorOf(const std::function<void()>& call) {
   }
   ADD_FAILURE() << "call succeeded";
   return Error(StatusCode::kOk, "no error");
+}
+
+// Whether an error message (or any text) has `part` in it.
+inline bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
 }
 
 }  // namespace tdstore::testing

@@ -39,12 +39,12 @@
 namespace tdstore::testing {
 namespace {
 
-constexpr int64_t kRows = 64;
+constexpr int64_t kFaultRows = 64;
 constexpr int kLeaves = 24;
 
 // The value write number `seq` puts in a leaf: every element equal to seq,
 // so a torn read (two writes mixed) shows as unequal elements.
-at::Tensor ValueOf(int64_t seq) { return at::full({kRows, 8}, seq, at::kLong); }
+at::Tensor ValueOf(int64_t seq) { return at::full({kFaultRows, 8}, seq, at::kLong); }
 
 // What the writer knows about one leaf: the last acknowledged write and the
 // writes after it that failed (each may or may not have been applied).
@@ -86,7 +86,7 @@ class Traffic {
         got = td.get(leaf);
       } catch (const Error& e) {
         if (ledger.acked >= 0) {
-          lost += kRows * 8 * 8;
+          lost += kFaultRows * 8 * 8;
           *detail += leaf + ": " + e.what() + "\n";
         }
         continue;
@@ -96,7 +96,7 @@ class Traffic {
       bool allowed = value == ledger.acked;
       for (int64_t s : ledger.uncertain) allowed = allowed || value == s;
       if (!whole || !allowed) {
-        lost += kRows * 8 * 8;
+        lost += kFaultRows * 8 * 8;
         *detail += leaf + ": holds " + std::to_string(value) + (whole ? "" : " (torn)") +
                    ", last acknowledged " + std::to_string(ledger.acked) + "\n";
       }
@@ -104,7 +104,7 @@ class Traffic {
     // Rows written by index: each row holds its last acknowledged value or
     // a later uncertain one.
     at::Tensor rows = td.get("rows");
-    for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t r = 0; r < kFaultRows; ++r) {
       const auto& ledger = row_ledgers_[r];
       if (ledger.acked < 0 && ledger.uncertain.empty()) continue;
       at::Tensor row = rows[r];
@@ -153,7 +153,7 @@ class Traffic {
     for (int64_t seq = 1; !stop_; ++seq) {
       if (seq % 3 == 0) {
         // An indexed write of one row.
-        const int64_t r = seq % kRows;
+        const int64_t r = seq % kFaultRows;
         try {
           td.set_index(Index{r}, "rows", at::full({8}, seq, at::kLong));
           row_ledgers_[r] = {seq, {}};
@@ -205,7 +205,7 @@ class Traffic {
   std::thread writer_, reader_;
   // Written by the writer thread only; read after Stop().
   std::map<std::string, LeafLedger> ledgers_;
-  LeafLedger row_ledgers_[kRows];
+  LeafLedger row_ledgers_[kFaultRows];
   mutable std::mutex mu_;
   TrafficReport report_;
 };
@@ -228,7 +228,7 @@ void ExpectOnlyRetryableErrors(const TrafficReport& r) {
 // Creates the dict with its "rows" leaf for indexed writes.
 void CreateFaultDict(const std::string& address, const std::string& name) {
   Client client(address);
-  client.create(name, {kRows}, {Client::LeafSpec{Key("rows"), at::kLong, {8}}});
+  client.create(name, {kFaultRows}, {Client::LeafSpec{Key("rows"), at::kLong, {8}}});
 }
 
 TEST(E2eRedisFaults, RedisRestartMidTrafficLosesNoAcknowledgedWrite) {

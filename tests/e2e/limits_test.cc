@@ -21,10 +21,6 @@ namespace tdstore::testing {
 namespace {
 
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // Waits (up to 5 s) for a namespace to hold exactly the keys of `want`: a
 // stream cancelled by the server is rolled back by its handler just after
 // the client sees the cancellation. (Key names, not values: a write that

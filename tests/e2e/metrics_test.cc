@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "tdstore/client.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/expect_error.h"
 #include "tests/e2e/metrics_scrape.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/redis_server.h"
@@ -42,10 +43,6 @@ constexpr char kService[] = "tdstore.v1.TdStore/";
 constexpr char kRedisPassword[] = "redis-pw-b7c41f09";
 constexpr char kToken[] = "token-5e1d9a7c3b2f4e60";
 constexpr char kWrongToken[] = "wrong-token-0a9b8c7d6e5f";
-
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 
 std::map<std::string, std::string> Call(const std::string& method, const std::string& code) {

@@ -29,10 +29,6 @@
 namespace tdstore::testing {
 namespace {
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 Client NoRetryClient(const std::string& address) {
   ClientOptions options;
   options.retry_for = std::chrono::milliseconds(0);

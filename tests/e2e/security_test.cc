@@ -64,10 +64,6 @@ constexpr char kMtlsNs[] = "sec-mtls";
 
 // ---- Helpers ------------------------------------------------------------------
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;

@@ -304,3 +304,30 @@ def tdstored_bin() -> str:
 
 def pytest_report_header(config):
     return [f"tdstored: {TDSTORED}", f"redis-server: {REDIS_SERVER}", f"redis-cli: {REDIS_CLI}"]
+
+
+# $TDSTORE_TEST_BACKEND=standalone|cluster runs one back end's share of the
+# suite (ctest runs the two shares side by side; unset runs both). A test
+# parametrized over ``addr`` belongs to its back end; one that asks for
+# ``cluster_addr`` (alone or beside ``standalone_addr``) to the cluster's
+# share; every other test to the standalone share, so each runs exactly once.
+SHARE = os.environ.get("TDSTORE_TEST_BACKEND", "")
+if SHARE and SHARE not in BACKENDS:
+    raise pytest.UsageError(f"TDSTORE_TEST_BACKEND={SHARE!r}: expected one of {BACKENDS}")
+
+
+def _share(item) -> str:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "addr" in callspec.params:
+        return callspec.params["addr"]
+    return "cluster" if "cluster_addr" in getattr(item, "fixturenames", ()) else "standalone"
+
+
+def pytest_collection_modifyitems(config, items):
+    if not SHARE:
+        return
+    kept = [item for item in items if _share(item) == SHARE]
+    dropped = [item for item in items if _share(item) != SHARE]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest's python_tests: the Python suite (tests/python) with the tdstore
+# ctest's python_tests.{standalone,cluster}: the Python suite (tests/python) with the tdstore
 # package installed in a virtual environment made by deploy/python-env.sh.
 #
 #   tests/python/run_pytest.sh [VENV_DIR] [pytest args...]    # default: build/venv
