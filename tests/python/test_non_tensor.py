@@ -210,7 +210,9 @@ def _described(td) -> dict:
 
 def _child_reads(handles, queue):
     mixed = TensorDictStore.from_store(handles[0])
-    episode = TensorDictStore.from_store(handles[1])
+    # The class is named, so from_store may import it (it never imports
+    # a class a store names unasked).
+    episode = TensorDictStore.from_store(handles[1], tensorclass_cls="_helpers.Episode")
     queue.put((_described(mixed.to_local()), type(episode).__name__,
                _described(episode._tensordict.to_local())))
 
@@ -234,7 +236,7 @@ def test_another_process_reads_tensors_non_tensors_new_dtypes_and_a_tensorclass(
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
         child = ctx.Process(target=_child_reads,
-                            args=((store.handle, stored_episode._tensordict.handle), queue))
+                            args=((store.handle, stored_episode.handle), queue))
         child.start()
         mixed, class_name, fields = queue.get(timeout=60)
         child.join(30)
@@ -244,7 +246,7 @@ def test_another_process_reads_tensors_non_tensors_new_dtypes_and_a_tensorclass(
         assert fields == _described(episode._tensordict)
     finally:
         store.drop()
-        stored_episode._tensordict.drop()
+        stored_episode.drop()
 
 
 def _row_writer(handle, n, rounds, ready):

@@ -279,6 +279,8 @@ def _child_reads(handles, queue):
     for i in range(local.batch_size[0]):
         e = local[i]
         out.append({str(k): plain(e.get(k)) for k in leaf_keys(e)})
+    import _helpers  # noqa: F401 - the class is imported here, so from_store uses it
+
     ep = TensorDictStore.from_store(episode)
     queue.put((type(local).__name__, out, type(ep).__name__,
                ep.obs.tolist(), ep.name, ep.info))
@@ -307,7 +309,7 @@ def test_another_process_reads_a_lazy_stack_non_tensors_and_a_tensorclass(addr):
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
         child = ctx.Process(target=_child_reads,
-                            args=((store.handle, stored_episode._tensordict.handle), queue))
+                            args=((store.handle, stored_episode.handle), queue))
         child.start()
         kind, rows, class_name, obs, name, info = queue.get(timeout=60)
         child.join(30)
@@ -321,7 +323,7 @@ def test_another_process_reads_a_lazy_stack_non_tensors_and_a_tensorclass(addr):
         assert obs == episode.obs.tolist() and name == "ep" and info == {"k": [1, 2]}
     finally:
         store.drop()
-        stored_episode._tensordict.drop()
+        stored_episode.drop()
 
 
 def test_leaves_that_change_kind_keys_dtypes_and_two_batch_dims(addr):

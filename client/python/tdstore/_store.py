@@ -50,7 +50,8 @@ from tensordict.utils import (
 
 from . import _fork, _native
 from ._attrs import StoreAttrs
-from ._client import Client, check_options, resolve_addr
+from ._client import Client
+from ._connect import client_for, handle_options
 from ._errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -102,24 +103,75 @@ def _class_path(cls) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _resolve_tensorclass(path: str):
-    """The tensorclass "module:qualname" names, importing its module; None
-    (with a warning) if it cannot be found or is not a tensorclass."""
-    module, _, qualname = path.partition(":")
-    try:
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError, ValueError) as err:
-        warnings.warn(f"the dict was made from tensorclass {path}, which cannot be imported "
-                      f"({err}); returning the TensorDictStore (pass tensorclass_cls= to wrap "
-                      "it)", stacklevel=3)
+def _find_class(path: str, allow_import: bool):
+    """The object ``path`` names: ``"module:qualname"`` (as stored) or
+    ``"module.Class"`` (the seed's spelling: the longest module prefix that
+    resolves). Looks only in modules already imported unless
+    ``allow_import``. Raises ImportError/AttributeError."""
+    import sys
+
+    if ":" in path:
+        candidates = [tuple(path.split(":", 1))]
+    else:
+        parts = path.split(".")
+        candidates = [(".".join(parts[:i]), ".".join(parts[i:])) for i in range(len(parts) - 1, 0, -1)]
+    last = None
+    for module_name, qualname in candidates:
+        module = sys.modules.get(module_name)
+        if module is None and allow_import:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as err:
+                last = err
+                continue
+        if module is None:
+            continue
+        obj = module
+        try:
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+        except AttributeError as err:
+            last = err
+            continue
+        return obj
+    raise last or ImportError(f"module of {path!r} is not imported")
+
+
+def _tensorclass_for(store, tensorclass_cls):
+    """What from_store wraps ``store`` in: ``tensorclass_cls`` if a class; the
+    class a string names (imported: the caller asked for it); for None, the
+    class the dict was made from, only if its module is already imported
+    (data in a store never makes this process import code), else None with a
+    warning; for False, None."""
+    if tensorclass_cls is False:
         return None
-    if not (isinstance(obj, type) and is_tensorclass(obj)):
-        warnings.warn(f"{path} is not a tensorclass; returning the TensorDictStore",
-                      stacklevel=3)
-        return None
-    return obj
+    if tensorclass_cls is None:
+        path = store.attrs.get(TENSORCLASS_ATTR)
+        if not path:
+            return None
+        try:
+            cls = _find_class(path, allow_import=False)
+        except (ImportError, AttributeError):
+            warnings.warn(f"the dict was made from tensorclass {path}, whose module is not "
+                          f"imported; returning the TensorDictStore (import it, or pass "
+                          f"tensorclass_cls={path!r} to import it)", stacklevel=3)
+            return None
+        if not (isinstance(cls, type) and is_tensorclass(cls)):
+            warnings.warn(f"the dict names {path} as its tensorclass, which is not a "
+                          "tensorclass; returning the TensorDictStore", stacklevel=3)
+            return None
+        return cls
+    elif isinstance(tensorclass_cls, str):
+        try:
+            cls = _find_class(tensorclass_cls, allow_import=True)
+        except (ImportError, AttributeError) as err:
+            raise ImportError(f"tensorclass_cls={tensorclass_cls!r} cannot be imported: "
+                              f"{err}") from None
+    else:
+        cls = tensorclass_cls
+    if not (isinstance(cls, type) and is_tensorclass(cls)):
+        raise TypeError(f"tensorclass_cls: {cls!r} is not a tensorclass")
+    return cls
 
 
 def _as_size(batch_size) -> torch.Size:
@@ -474,8 +526,27 @@ class TensorDictStore(TensorDictBase):
 
     def __init__(self, *, batch_size=None, addr: str | None = None, name: str | None = None,
                  device=None, client: Client | None = None, rows_per_block: int = 0,
-                 part_bytes: int = 0, layout: str = "leaves", **options):
+                 part_bytes: int = 0, layout: str = "leaves", td_id: str | None = None,
+                 **options):
+        # td_id= is the seed's name for an existing dict's identity: the
+        # constructor reopens it (the batch size must agree, if given) or
+        # creates it under that name.
+        if td_id is not None and name is not None and td_id != name:
+            raise TypeError(f"name={name!r} and td_id={td_id!r} name two dicts: pass one")
         client = self._client_for(addr, client, options)
+        name = name or td_id
+        if td_id is not None:
+            try:
+                native_dict = client.open(td_id)
+            except NotFoundError:
+                native_dict = None
+            if native_dict is not None:
+                stored = torch.Size(native_dict.describe()["batch_size"])
+                if batch_size is not None and _as_size(batch_size) != stored:
+                    raise ValueError(f"td_id={td_id!r} holds batch size {list(stored)}, "
+                                     f"not {list(_as_size(batch_size))}")
+                self._init(native_dict, client, stored, device, ())
+                return
         batch_size = _as_size(batch_size)
         native_dict = client.create(name or _fresh_name(), batch_size,
                                     rows_per_block=rows_per_block, part_bytes=part_bytes,
@@ -486,13 +557,7 @@ class TensorDictStore(TensorDictBase):
 
     @staticmethod
     def _client_for(addr, client, options) -> Client:
-        if client is not None:
-            if options:
-                raise TypeError("pass connection options to the Client, not with client=")
-            if addr is not None and resolve_addr(addr) != client.address:
-                raise ValueError(f"addr={addr!r} but client= connects to {client.address!r}")
-            return client
-        return Client(addr, **options)
+        return client_for(addr, client, options)
 
     def _init(self, native_dict, client, batch_size, device, prefix, dtypes=None):
         self._dict = native_dict
@@ -532,17 +597,16 @@ class TensorDictStore(TensorDictBase):
         Costs open + describe (the batch size). KeyError if it does not exist.
 
         A dict made from a tensorclass (``from_tensordict(tc)``) comes back as
-        an instance of that class wrapping the store, if the class can be
-        imported; ``tensorclass_cls=`` names the class to wrap it in instead,
+        an instance of that class wrapping the store when the class's module
+        is already imported (what a store holds never makes this process
+        import code: otherwise a warning, and the store). ``tensorclass_cls=``
+        takes the class, or a string naming it (``"module.Class"`` or
+        ``"module:Class"``, imported because the caller asked),
         and ``tensorclass_cls=False`` returns the store itself.
         """
         store = cls._open(name_or_handle, addr, device, client, td_id, options)
-        if tensorclass_cls is False:
-            return store
-        if tensorclass_cls is None:
-            path = store.attrs.get(TENSORCLASS_ATTR)
-            tensorclass_cls = _resolve_tensorclass(path) if path else None
-        return store if tensorclass_cls is None else tensorclass_cls._from_tensordict(store)
+        wrapper = _tensorclass_for(store, tensorclass_cls)
+        return store if wrapper is None else wrapper._from_tensordict(store)
 
     @classmethod
     def _open(cls, name_or_handle, addr, device, client, td_id, options) -> "TensorDictStore":
@@ -550,15 +614,18 @@ class TensorDictStore(TensorDictBase):
         if name is None:
             raise TypeError("from_store() needs a dict name or handle")
         if name.startswith(_HANDLE_PREFIX):
-            if client is not None:
-                options = client.options
-            options = check_options(options)
+            options = handle_options(client, options)
             _fork.before_native_call()
             native_dict = _native.open_handle(name, **options)
             client = Client._wrap(native_dict.client, options)
         else:
             client = cls._client_for(addr, client, options)
-            native_dict = client.open(name)
+            try:
+                native_dict = client.open(name)
+            except NotFoundError as err:
+                # The seed's phrase, then which tdstored was asked.
+                raise NotFoundError(f"No TensorDictStore with td_id={name!r} found at "
+                                    f"{client.address} ({err.message})") from None
         batch_size = native_dict.describe()["batch_size"]
         return cls._wrap(native_dict, client, batch_size, device)
 
@@ -598,14 +665,13 @@ class TensorDictStore(TensorDictBase):
 
         A tensorclass instance is stored as its fields (non-tensor fields as
         non-tensor leaves), with its class recorded in the dict's attributes
-        (``TENSORCLASS_ATTR``); the result is an instance of the same class
-        wrapping the store, as ``from_store`` gives it back."""
+        (``TENSORCLASS_ATTR``); as in tensordict, the result is the
+        TensorDictStore, and ``from_store`` gives the class back."""
         if device is NO_DEFAULT:
             device = td.device
         if is_tensorclass(td):
-            store = cls._upload(td._tensordict, td.batch_size, device, addr, name, client,
-                                options, attrs={TENSORCLASS_ATTR: _class_path(type(td))})
-            return type(td)._from_tensordict(store)
+            return cls._upload(td._tensordict, td.batch_size, device, addr, name, client,
+                               options, attrs={TENSORCLASS_ATTR: _class_path(type(td))})
         return cls._upload(td, td.batch_size, device, addr, name, client, options)
 
     @classmethod
