@@ -42,7 +42,7 @@ absl::Status EncodeValueRows(const std::vector<std::string_view>& values, int64_
     }
   }
   for (const std::string_view value : values) {
-    StoreLength(static_cast<uint32_t>(value.size()), out);
+    StoreLength(value.empty() ? kEmptyValueLength : static_cast<uint32_t>(value.size()), out);
     if (!value.empty()) std::memcpy(out + kValueLengthBytes, value.data(), value.size());
     std::memset(out + kValueLengthBytes + value.size(), 0,
                 static_cast<size_t>(capacity) - value.size());
@@ -52,12 +52,16 @@ absl::Status EncodeValueRows(const std::vector<std::string_view>& values, int64_
 }
 
 absl::StatusOr<std::vector<std::string_view>> DecodeValueRows(const char* data, int64_t count,
-                                                              int64_t slot) {
+                                                              int64_t slot,
+                                                              std::vector<bool>* written) {
   std::vector<std::string_view> values;
   values.reserve(static_cast<size_t>(count));
+  if (written != nullptr) written->assign(static_cast<size_t>(count), true);
   for (int64_t i = 0; i < count; ++i) {
     const char* row = data + i * slot;
-    const uint32_t length = LoadLength(row);
+    uint32_t length = LoadLength(row);
+    if (length == 0 && written != nullptr) (*written)[static_cast<size_t>(i)] = false;
+    if (length == kEmptyValueLength) length = 0;
     if (slot < kValueLengthBytes || int64_t{length} > slot - kValueLengthBytes) {
       return absl::DataLossError(StrCat("value row ", i, " says it holds ", length,
                                               " bytes but its slot has room for ",

@@ -1,7 +1,9 @@
 // The slots of a value leaf (common/leaf_kind.h): one per batch cell, each
 // `slot` bytes: a 4-byte little-endian length L, then the L bytes of the
-// value, then zeros up to the slot's end. A slot of all zeros (a new row, or
-// one a resize added) holds the empty value.
+// value, then zeros up to the slot's end. A slot of all zeros is a row never
+// written (a new row, or one a resize added); a written empty value stores
+// kEmptyValueLength as its length, so the two read apart (tensordict reads
+// the first as None and the second as "").
 //
 // Pure code, no I/O. Safe to call from any thread.
 #ifndef TDSTORE_COMMON_VALUE_ROWS_H_
@@ -21,6 +23,11 @@ namespace tdstore {
 // makes every sample of its dict slow; bigger ones belong in a tensor leaf.
 inline constexpr int64_t kMaxValueBytes = int64_t{16} << 20;
 
+// The length word of a written empty value (no value can be 2 GiB: see
+// kMaxValueBytes). Slots written before this word existed hold 0 for an
+// empty value, and now read as never written.
+inline constexpr uint32_t kEmptyValueLength = 0x80000000u;
+
 // The slot size a value leaf gets when its longest value is `longest`
 // bytes: the next power of two that holds it and its length, at least 16.
 // Powers of two leave room for longer values written later into rows.
@@ -34,11 +41,13 @@ absl::StatusOr<int64_t> ValueSlotBytes(int64_t longest);
 absl::Status EncodeValueRows(const std::vector<std::string_view>& values, int64_t slot,
                              char* out);
 
-// The `count` values in `count` consecutive slots at `data`. DATA_LOSS
-// (naming the row) for a slot whose length runs past its end: the leaf holds
-// bytes no tdstore client wrote.
+// The `count` values in `count` consecutive slots at `data`; a row never
+// written reads empty, and `written` (when given) says which rows were.
+// DATA_LOSS (naming the row) for a slot whose length runs past its end: the
+// leaf holds bytes no tdstore client wrote.
 absl::StatusOr<std::vector<std::string_view>> DecodeValueRows(const char* data, int64_t count,
-                                                              int64_t slot);
+                                                              int64_t slot,
+                                                              std::vector<bool>* written = nullptr);
 
 }  // namespace tdstore
 

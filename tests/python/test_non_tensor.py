@@ -178,9 +178,9 @@ def test_whole_sets_and_views(addr):
             assert copy["st2"] == ["a", "b", "c"] and copy.get_non_tensor("cfg") == {"a": [1, 2]}
         finally:
             copy.drop()
-        # Resized rows are empty values.
+        # Resized rows were never written: None, as in tensordict's store.
         store.resize_(5)
-        assert store["st2"] == ["a", "b", "c", "", ""]
+        assert store["st2"] == ["a", "b", "c", None, None]
         assert store.get("cfg").batch_size == torch.Size([5])
         # Fills leave non-tensors alone, as tensordict's do.
         store["x"] = torch.ones(5)
@@ -447,9 +447,10 @@ def test_in_place_and_copy_paths_carry_non_tensors(addr):
         local.add_(1)
         store.unlock_()
         assert_same_td(store.to_local(), local)
-        # A broadcast row write creates a value leaf: the rows get the value.
+        # A broadcast row write creates a value leaf: the rows get the value,
+        # and the rows not written read None.
         store[0:3] = {"tag": "x"}
-        assert store["tag"] == ["x", "x", "x", "", "", ""]
+        assert store["tag"] == ["x", "x", "x", None, None, None]
         with pytest.raises(TypeError, match="bytes"):
             store[0:2] = TensorDict({"text": NonTensorStack(b"a", b"b")}, [2])
         assert store["text"] == local["text"]
@@ -487,3 +488,53 @@ def test_one_values_of_a_dict_are_bounded_in_all(addr):
         assert store["v0"] == b"z" * 65536
     finally:
         store.drop()
+
+
+def _label_of(td, i):
+    value = td[i]["label"]
+    return value.data if isinstance(value, NonTensorData) else value
+
+
+def test_rows_never_written_read_none_apart_from_written_empty_values(addr,
+                                                                      standalone_redis_port):
+    """A non-tensor row no one wrote reads None, as in tensordict's store, and a
+    written "" reads "": by int, slice, step, positions and mask, and in
+    to_local(). Random rows, texts ("" among them) and byte strings."""
+    from tensordict.store import TensorDictStore as SeedStore
+
+    rng = random.Random(17)
+    for kind in ("text", "bytes"):
+        n = rng.randint(4, 12)
+        want = [None] * n
+        ours = TensorDictStore(batch_size=[n], addr=addr)
+        seed = SeedStore(batch_size=[n], host="127.0.0.1", port=standalone_redis_port)
+        try:
+            for i in rng.sample(range(n), rng.randint(1, n - 1)):
+                value = rng.choice(["", random_text(rng)])
+                value = value.encode() if kind == "bytes" else value
+                want[i] = value
+                row = TensorDict({"obs": torch.full((2,), float(i)), "label": value}, [])
+                ours[i] = row
+                if kind == "text":
+                    seed[i] = row
+            for i in range(n):
+                assert _label_of(ours, i) == want[i], (kind, i)
+                if kind == "text":
+                    assert _label_of(seed, i) == want[i], (kind, i)
+            for index in (slice(0, n), slice(1, None, 2), torch.tensor([n - 1, 0, n - 1]),
+                          torch.tensor([rng.random() < 0.5 for _ in range(n)])):
+                expected = [want[int(j)] for j in torch.arange(n)[index]]
+                got = ours[index]["label"]
+                if isinstance(got, NonTensorStack):
+                    got = got.tolist()
+                elif isinstance(got, NonTensorData):
+                    got = [got.data]
+                got = list(got)
+                assert got == expected, (kind, index)
+            assert list(ours.to_local()["label"]) == want
+            # Rows a resize adds were never written either.
+            ours.resize_(n + 2)
+            assert list(ours.to_local()["label"]) == want + [None, None]
+        finally:
+            ours.drop()
+            seed.clear_redis()

@@ -49,11 +49,18 @@ TEST(ValueRowsTest, RandomValuesRoundTripByteExact) {
   }
 }
 
-TEST(ValueRowsTest, AllZeroSlotsHoldTheEmptyValue) {
-  const std::string zeros(3 * 16, '\0');
-  auto values = DecodeValueRows(zeros.data(), 3, 16);
+TEST(ValueRowsTest, AllZeroSlotsAreRowsNeverWrittenAndReadApartFromAnEmptyValue) {
+  std::string slots(3 * 16, '\0');
+  ASSERT_TRUE(EncodeValueRows({"", "x"}, 16, slots.data() + 16).ok());  // rows 1 and 2
+  std::vector<bool> written;
+  auto values = DecodeValueRows(slots.data(), 3, 16, &written);
   ASSERT_TRUE(values.ok());
-  for (std::string_view v : *values) EXPECT_TRUE(v.empty());
+  EXPECT_EQ(written, (std::vector<bool>{false, true, true}));
+  EXPECT_TRUE((*values)[0].empty());
+  EXPECT_TRUE((*values)[1].empty());
+  EXPECT_EQ((*values)[2], "x");
+  // Without `written`, both read empty.
+  EXPECT_TRUE(DecodeValueRows(slots.data(), 3, 16)->at(0).empty());
 }
 
 TEST(ValueRowsTest, AValueTooLongIsRefusedAndNothingWritten) {

@@ -400,6 +400,23 @@ PYBIND11_MODULE(_native, m) {
 
   // Value leaves' slots (common/value_rows.h), to and from the caller's
   // contiguous uint8 memory.
+  // The dtypes tdstore stores, by name (common/dtype.cc): the Python
+  // package's one dtype table is made from this list.
+  m.def(
+      "dtype_names",
+      []() {
+        std::vector<std::string> names;
+        const std::string_view all = KnownDTypeNames();
+        size_t start = 0;
+        while (start <= all.size()) {
+          size_t end = all.find(", ", start);
+          if (end == std::string_view::npos) end = all.size();
+          names.emplace_back(all.substr(start, end - start));
+          start = end + 2;
+        }
+        return names;
+      },
+      "every dtype name tdstore stores, in wire-number order");
   m.def(
       "value_slot_bytes",
       [](int64_t longest) {
@@ -434,16 +451,25 @@ PYBIND11_MODULE(_native, m) {
   m.def(
       "decode_values",
       [](uintptr_t ptr, int64_t count, int64_t slot) {
-        auto values = DecodeValueRows(reinterpret_cast<const char*>(ptr), count, slot);
+        std::vector<bool> written;
+        auto values = DecodeValueRows(reinterpret_cast<const char*>(ptr), count, slot, &written);
         if (!values.ok()) {
           throw Error(StatusCode::kDataLoss, std::string(values.status().message()));
         }
         py::list out;
-        for (std::string_view v : *values) out.append(py::bytes(v.data(), v.size()));
+        for (size_t i = 0; i < values->size(); ++i) {
+          const std::string_view v = (*values)[i];
+          if (written[i]) {
+            out.append(py::bytes(v.data(), v.size()));
+          } else {
+            out.append(py::none());
+          }
+        }
         return out;
       },
       py::arg("ptr"), py::arg("count"), py::arg("slot"),
-      "the values of `count` slots of `slot` bytes at ptr, as bytes");
+      "the values of `count` slots of `slot` bytes at ptr, as bytes; None for a row never "
+      "written");
 
   // Ragged leaves' cells (common/ragged_cells.h): a tensor of its own shape
   // as the value of one slot, and back.

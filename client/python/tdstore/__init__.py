@@ -20,9 +20,11 @@ from ._errors import __all__ as _error_names
 from ._append import Appender
 from ._client import Client
 from ._store import TensorDictStore, from_store, open_handle
+from ._lazy import LazyStackedTensorDictStore
 
 # Every error the native core raises becomes one of our classes (one table:
 # tdstore._errors.ERROR_CLASSES).
 _native.set_error_factory(error_from_status)
 
-__all__ = ["Appender", "Client", "TensorDictStore", "from_store", "open_handle", *_error_names]
+__all__ = ["Appender", "Client", "LazyStackedTensorDictStore", "TensorDictStore", "from_store",
+           "open_handle", *_error_names]

@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from tensordict._td import _unravel_key_to_tuple
 
+from ._dtypes import DTYPES
+
 
 class Appender:
     """Row writes into existing leaves of a TensorDictStore (see the module)."""
@@ -39,7 +41,6 @@ class Appender:
         if not self._keys:
             raise ValueError("an appender needs at least one leaf")
         self._paths = [prefix + k for k in self._keys]
-        from ._store import _DTYPES  # the one dtype table
         self._dtypes, self._row_shapes = [], []
         for key, path in zip(self._keys, self._paths):
             if path in values:
@@ -49,7 +50,7 @@ class Appender:
                 raise KeyError(f"no leaf {key!r} to append to; create it first (e.g. "
                                f"TensorDictStore.from_schema)")
             dtype, shape = leaves[path]
-            self._dtypes.append(_DTYPES[dtype])
+            self._dtypes.append(DTYPES[dtype])
             self._row_shapes.append(shape[1:])
         self._native = store._dict.appender([list(p) for p in self._paths],
                                             batch_rows=batch_rows, window=window)

@@ -21,89 +21,19 @@ What a read gives back:
 
 from __future__ import annotations
 
-import math
-import warnings
-
 import torch
 from tensordict import LazyStackedTensorDict, NonTensorStack, TensorDict, lazy_stack
 from tensordict.base import is_tensor_collection
 from tensordict.utils import is_non_tensor
 
-from . import _native
-from ._values import RAGGED, Values
-
-
-class RaggedCells:
-    """The cells of a ragged leaf as read: ``tensors`` in C order over
-    ``cells`` (a batch shape), all of dtype ``spec``."""
-
-    __slots__ = ("tensors", "cells", "spec")
-
-    def __init__(self, tensors: list, cells, spec: str):
-        self.tensors = tensors
-        self.cells = torch.Size(cells)
-        self.spec = spec
-
-    def to(self, device) -> "RaggedCells":
-        return RaggedCells([t.to(device) for t in self.tensors], self.cells, self.spec)
-
-    def row(self, i: int) -> "RaggedCells":
-        """The cells of row ``i`` of dim 0."""
-        step = math.prod(self.cells[1:])
-        return RaggedCells(self.tensors[i * step:(i + 1) * step], self.cells[1:], self.spec)
-
-    def public(self):
-        """What ``td["key"]`` gives: one tensor for a single cell; a nested
-        tensor when torch can make one (same number of dims in every cell,
-        one batch dim), else a list (nested lists for more batch dims)."""
-        if not self.cells:
-            return self.tensors[0]
-        if len(self.cells) == 1:
-            ndims = {t.dim() for t in self.tensors}
-            if len(ndims) == 1 and self.tensors and ndims != {0}:
-                with warnings.catch_warnings():
-                    # torch calls strided nested tensors a prototype; jagged
-                    # ones allow one ragged dim only, cells may have more.
-                    warnings.simplefilter("ignore", UserWarning)
-                    try:
-                        return torch.nested.nested_tensor(self.tensors, layout=torch.strided)
-                    except (NotImplementedError, RuntimeError):
-                        pass  # a dtype torch has no nested tensor of (uint16, float8, ...)
-            return list(self.tensors)
-        return [self.row(i).public() for i in range(self.cells[0])]
-
-
-def encode_cell(value: torch.Tensor) -> bytes:
-    """A tensor as the value of one slot of a ragged leaf."""
-    from ._store import _DTYPE_NAMES, _cpu_contiguous
-    t = _cpu_contiguous(("ragged cell",), value)
-    return _native.encode_ragged_cell(_DTYPE_NAMES[t.dtype], list(t.shape), t.data_ptr(),
-                                      t.numel() * t.element_size())
-
-
-def _cell_tensor(spec: str, shape, data: bytearray) -> torch.Tensor:
-    from ._store import _DTYPES
-    dtype = _DTYPES[spec]
-    if not data:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(data, dtype=torch.uint8).view(dtype).reshape(shape)
-
-
-def decode_rows(spec: str, slots: torch.Tensor) -> list:
-    """The cells of a uint8 ``[..., slot]`` tensor of a ragged leaf's slots,
-    C order, decoded in one native call."""
-    slots = slots.contiguous()
-    count = math.prod(slots.shape[:-1])
-    if not count:
-        return []
-    return [_cell_tensor(spec, shape, data) for shape, data in
-            _native.decode_ragged_rows(spec, slots.data_ptr(), count, slots.shape[-1])]
+from ._cells import RaggedCells
+from ._dtypes import DTYPE_NAMES, DTYPES
+from ._values import RAGGED, Values, from_non_tensor
 
 
 def from_tensors(path_str: str, tensors: list, cells, dtype: torch.dtype | None = None) -> Values:
     """Values of a ragged leaf: ``tensors`` (C order over ``cells``) cast to
     ``dtype`` (default: the first one's)."""
-    from ._store import _DTYPE_NAMES
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         raise TypeError(f"{path_str}: a ragged leaf holds tensors only")
     if dtype is None:
@@ -111,10 +41,10 @@ def from_tensors(path_str: str, tensors: list, cells, dtype: torch.dtype | None 
         dtype = tensors[0].dtype if tensors else torch.float32
         for t in tensors[1:]:
             dtype = torch.promote_types(dtype, t.dtype)
-    if dtype not in _DTYPE_NAMES:
+    if dtype not in DTYPE_NAMES:
         raise TypeError(f"{path_str}: dtype {dtype} cannot be stored")
     tensors = [t if t.dtype == dtype else t.to(dtype) for t in tensors]
-    return Values(RAGGED, False, tensors, cells, spec=_DTYPE_NAMES[dtype])
+    return Values(RAGGED, False, tensors, cells, spec=DTYPE_NAMES[dtype])
 
 
 def _plain_elements(td) -> list:
@@ -161,7 +91,6 @@ def flatten_lazy_stack(td: LazyStackedTensorDict, path: tuple, out: list) -> lis
     """Append ``(path, tensor or Values)`` for every leaf of the lazy stack:
     a dense tensor where every element's shape agrees, a ragged leaf where
     they differ, a non-tensor stack for non-tensor entries."""
-    from ._values import from_non_tensor
     _check_stacked_on_dim_0(td)
     elements = _plain_elements(td)
     if not elements:
@@ -258,13 +187,12 @@ def lazy_tensordict(source: dict, batch, device):
 
 
 def _emptied(source: dict, batch) -> dict:
-    from ._store import _DTYPES
     out = {}
     for key, value in source.items():
         if isinstance(value, dict):
             out[key] = _emptied(value, batch)
         elif isinstance(value, RaggedCells):
-            out[key] = torch.empty(tuple(batch) + (0,), dtype=_DTYPES[value.spec])
+            out[key] = torch.empty(tuple(batch) + (0,), dtype=DTYPES[value.spec])
         else:
             out[key] = value
     return out

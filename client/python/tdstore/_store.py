@@ -50,6 +50,7 @@ from tensordict.utils import (
 
 from . import _fork, _native
 from ._attrs import StoreAttrs
+from ._append import Appender
 from ._client import Client
 from ._connect import client_for, handle_options
 from ._errors import (
@@ -58,37 +59,14 @@ from ._errors import (
     NotFoundError,
     ResourceExhaustedError,
 )
+from ._dtypes import DTYPE_NAMES, DTYPES, cpu_contiguous, element_bytes
 from ._index import convert_index
 from . import _ragged, _values
 from ._values import RAGGED, Values
 
-# ---- dtypes -------------------------------------------------------------------
-
-_DTYPE_NAMES = {
-    torch.bool: "bool",
-    torch.uint8: "uint8",
-    torch.int8: "int8",
-    torch.int16: "int16",
-    torch.int32: "int32",
-    torch.int64: "int64",
-    torch.float16: "float16",
-    torch.bfloat16: "bfloat16",
-    torch.float32: "float32",
-    torch.float64: "float64",
-    torch.complex64: "complex64",
-    torch.complex128: "complex128",
-    torch.uint16: "uint16",
-    torch.uint32: "uint32",
-    torch.uint64: "uint64",
-    torch.float8_e4m3fn: "float8_e4m3fn",
-    torch.float8_e5m2: "float8_e5m2",
-    torch.float8_e4m3fnuz: "float8_e4m3fnuz",
-    torch.float8_e5m2fnuz: "float8_e5m2fnuz",
-    torch.float8_e8m0fnu: "float8_e8m0fnu",
-    torch.complex32: "complex32",
-    torch.float4_e2m1fn_x2: "float4_e2m1fn_x2",
-}
-_DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
+# The one dtype table (_dtypes.py), under the names this module has used.
+_DTYPE_NAMES = DTYPE_NAMES
+_DTYPES = DTYPES
 
 _TO_LOCAL = "Call `to_local()` (or `to_tensordict()`) first and use the local TensorDict."
 
@@ -203,35 +181,12 @@ def _tensor_from(dtype_name: str, shape, data) -> torch.Tensor:
     return _from_dlpack(data)
 
 
-def _element_bytes(value: torch.Tensor, dtype_name: str) -> bytes:
-    """One element of ``value`` cast to the dtype (as fill_ casts), as bytes."""
-    element = value.reshape(1).to(_DTYPES[dtype_name])
-    return element.view(torch.uint8).numpy().tobytes()
+_element_bytes = element_bytes
 
 
 def _cpu_contiguous(path, t: torch.Tensor) -> torch.Tensor:
     """``t`` as plain contiguous CPU memory the native module can read in place."""
-    if t.layout is not torch.strided:
-        raise TypeError(f"{_path_str(path)}: TensorDictStore stores dense tensors only, "
-                        f"not {t.layout}; call .to_dense() first")
-    if t.dtype not in _DTYPE_NAMES:
-        raise TypeError(
-            f"{_path_str(path)}: dtype {t.dtype} cannot be stored; supported: "
-            f"{', '.join(str(d) for d in _DTYPE_NAMES)}"
-        )
-    if t.requires_grad:
-        t = t.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    # Conjugate / negative bits are lazy flags: the memory holds the
-    # un-conjugated values, so they must be applied before sending the bytes.
-    if t.is_conj():
-        t = t.resolve_conj()
-    if t.is_neg():
-        t = t.resolve_neg()
-    if not t.is_contiguous():
-        t = t.contiguous()
-    return t
+    return cpu_contiguous(_path_str(path), t)
 
 
 def _native_leaves(items, batch_size=None):
@@ -559,7 +514,7 @@ class TensorDictStore(TensorDictBase):
     def _client_for(addr, client, options) -> Client:
         return client_for(addr, client, options)
 
-    def _init(self, native_dict, client, batch_size, device, prefix, dtypes=None):
+    def _init(self, native_dict, client, batch_size, device, prefix):
         self._dict = native_dict
         _fork.register(self)
         self._client = client
@@ -567,11 +522,8 @@ class TensorDictStore(TensorDictBase):
         self._prefix = tuple(prefix)
         # Reads of "everything under this view": [] is the whole dict.
         self._read_paths = [self._prefix] if self._prefix else []
-        # Full path -> dtype name: only to cast indexed-write values (see module doc).
-        self._dtypes = dtypes if dtypes is not None else {}
-        # Full paths of the ragged leaves this object wrote or was refused by:
-        # a hint to send tensors as cells at once (a refusal corrects it).
-        self._ragged_paths = set()
+        # No schema state here: dtypes, shapes and kinds come from the client
+        # core's schema copy (describe(), no round trip while it is watched).
         self._td_dim_names = None
 
     @classmethod
@@ -583,8 +535,7 @@ class TensorDictStore(TensorDictBase):
     def _subview(self, prefix) -> "TensorDictStore":
         """A live view on the sub-dict at ``prefix`` (a full path)."""
         obj = type(self).__new__(type(self))
-        obj._init(self._dict, self._client, self._batch_size, self._device, prefix,
-                  dtypes=self._dtypes)
+        obj._init(self._dict, self._client, self._batch_size, self._device, prefix)
         return obj
 
     @classmethod
@@ -709,8 +660,6 @@ class TensorDictStore(TensorDictBase):
         except BaseException:
             out.drop()  # a refused upload leaves no empty dict behind
             raise
-        for (path, _), leaf in zip(items, leaves):
-            out._dtypes[path] = leaf[1]
         del keep
         return out
 
@@ -956,19 +905,16 @@ class TensorDictStore(TensorDictBase):
         raise KeyError(f'key "{key}" not found in {type(self).__name__} {self.name!r}')
 
     def _describe_leaves(self):
-        """Full path -> (dtype name, shape) of every leaf (one describe); refreshes
-        the dtype cache."""
+        """Full path -> (dtype name, shape) of every leaf (one describe)."""
         return {p: (d, shape) for p, (d, shape, _, _) in self._describe_full().items()}
 
     def _describe_full(self):
-        """Full path -> (dtype name, shape, kind, one value) of every leaf (one
-        describe); refreshes the dtype cache."""
-        leaves = {}
-        for path, dtype, shape, _, kind, value in self._dict.describe()["leaves"]:
-            leaves[tuple(path)] = (dtype, tuple(shape), kind, value)
-            self._dtypes[tuple(path)] = dtype
-        self._ragged_paths = {p for p, (_, _, kind, _) in leaves.items() if kind == RAGGED}
-        return leaves
+        """Full path -> (dtype name, shape, kind, one value) of every leaf: one
+        describe, answered by the client core's schema copy with no round trip
+        while it is watched, and never older than anything this process has
+        seen (docs/protocol.md, *Causal schema reads*)."""
+        return {tuple(path): (dtype, tuple(shape), kind, value)
+                for path, dtype, shape, _, kind, value in self._dict.describe()["leaves"]}
 
     def _in_place(self, path, value, leaf):
         """``value`` as a whole write into the existing ``leaf`` (a
@@ -1014,7 +960,6 @@ class TensorDictStore(TensorDictBase):
                 return self._subview(path)
             raise
         _, dtype, shape, buf, kind, value = leaves[0]
-        self._dtypes[path] = dtype
         return self._on_device_leaf(_leaf_from(dtype, shape, buf, kind, value))
 
     def _on_device_leaf(self, leaf):
@@ -1130,13 +1075,6 @@ class TensorDictStore(TensorDictBase):
             self._dict.write(leaves, terms, refuse_if_locked=refuse_if_locked)
         else:
             result = self._dict.append_ring(leaves, *ring)
-        for (path, _), leaf in zip(items, leaves):
-            self._dtypes[path] = leaf[1]
-            if not rows:  # a whole write sets what the leaf is
-                if len(leaf) == 7 and leaf[5] == RAGGED:
-                    self._ragged_paths.add(path)
-                else:
-                    self._ragged_paths.discard(path)
         del keep
         return result
 
@@ -1242,7 +1180,7 @@ class TensorDictStore(TensorDictBase):
         n = _leading_rows(rows, items)
         return self._indexed_write(items, None, index=slice(0, n), ring=(cursor, n, count or ""))
 
-    def _value_rows(self, items):
+    def _value_rows(self, items, existing):
         """Non-tensor values of an indexed write as rows of their leaves: one
         describe, for each leaf's kind and slot size. A leaf that cannot take
         them as they are is first rewritten whole (one more write): one value
@@ -1250,8 +1188,8 @@ class TensorDictStore(TensorDictBase):
         tensordict), text or bytes meeting other values (the leaf becomes
         JSON), or a value longer than the slots (they double until it fits).
         A row another process writes into that leaf during the rewrite can be
-        lost (docs/python.md, "Non-tensor data")."""
-        existing = self._describe_full()
+        lost (docs/python.md, "Non-tensor data"). ``existing``: the schema
+        (_describe_full)."""
         out = []
         for p, v in items:
             if p not in existing:
@@ -1281,73 +1219,60 @@ class TensorDictStore(TensorDictBase):
                 old = [_values.decode_value(kind, one_value)] * torch.Size(shape[:-1]).numel()
             cells = torch.Size(shape[:-1])
             old_values = Values(want, False, old, cells, spec=spec)
-            longest = max((len(b) for b in old_values.encoded() + v.encoded(want)), default=0)
+            longest = max((len(b) for b in old_values.encoded() + v.encoded(want)
+                           if b is not None), default=0)
             new_slot = max(slot, _native.value_slot_bytes(longest))
             self._write([(p, old_values.as_rows(want, new_slot))])
             out.append((p, v.as_rows(want, new_slot)))
         return out
 
-    def _indexed_write(self, items, terms, dtypes=None, index=None, ring=None):
-        """One indexed write, values cast to the leaves' dtypes. Without
-        ``dtypes`` (fresh from describe) the cached dtypes are used; if tdstored
-        refuses the write, the cache is refreshed and, if a dtype was stale, the
-        write is sent once more. Non-tensor values become rows of their leaves
-        (_value_rows). A tensor written into a ragged leaf's rows is refused by
-        tdstored (kinds differ) and then sent again as cells of ``index``'s
-        rows."""
-        if index is not None:
-            ragged = self._ragged_items(items, index)
-            if ragged is not None:
-                try:
-                    return self._indexed_write(ragged, terms, dtypes, ring=ring)
-                except (TypeError, InvalidArgumentError):
-                    # The hint may be stale (another process replaced the
-                    # leaf): ask tdstored which leaves are ragged, once.
-                    ragged = self._ragged_items(items, index, fresh=True)
-                    if ragged is not None:
-                        return self._indexed_write(ragged, terms, dtypes, ring=ring)
-        cache = self._dtypes if dtypes is None else dtypes
-        if any(isinstance(t, Values) for _, t in items):
-            items = ([(p, t) for p, t in items if not isinstance(t, Values)]
-                     + self._value_rows([(p, t) for p, t in items if isinstance(t, Values)]))
-
-        def cast(items):
-            out = []
-            for p, t in items:
-                if isinstance(t, Values):
-                    out.append((p, t))
-                    continue
-                want = cache.get(p)
-                if want is not None and _DTYPE_NAMES.get(t.dtype) != want:
-                    t = t.to(_DTYPES[want])
-                out.append((p, t))
-            return out
-
-        cast_items = cast(items)
+    def _indexed_write(self, items, terms, index=None, ring=None):
+        """One indexed write of ``items`` ((full path, tensor or Values)),
+        prepared from the schema (_prepared: no round trip while the schema
+        copy is watched). If tdstored refuses it, the schema copy is brought up
+        to what tdstored saw (the refusal's reply names the version: causal
+        reads), and if a leaf the write names changed dtype or kind meanwhile
+        (another process replaced it), the write is prepared again and sent
+        once more; otherwise tdstored's error stands."""
+        schema = self._describe_full()
         try:
-            return self._write(cast_items, terms, ring=ring)
+            return self._write(self._prepared(items, schema, index), terms, ring=ring)
         except InvalidArgumentError:
-            if index is not None and self._ragged_items(items, index, fresh=True) is not None:
-                return self._indexed_write(self._ragged_items(items, index), terms, dtypes,
-                                           ring=ring)
-            if dtypes is not None:
-                raise
-            sent = {p: _DTYPE_NAMES[t.dtype] for p, t in cast_items if not isinstance(t, Values)}
-            current = {p: d for p, (d, _) in self._describe_leaves().items()}
-            if all(current.get(p, d) == d for p, d in sent.items()):
-                raise  # not a dtype problem: the server's message says what
-            cache = current
-            return self._write(cast(items), terms, ring=ring)
+            fresh = self._describe_full()
 
-    def _ragged_items(self, items, index, fresh: bool = False):
-        """``items`` with each tensor aimed at a ragged leaf turned into that
-        leaf's cells, one per row ``index`` selects; None if no tensor is. The
-        ragged leaves are those known (``fresh``: asked of tdstored)."""
-        if fresh:
-            self._describe_full()  # refreshes the hint
-        known = self._ragged_paths
-        if not any(p in known and isinstance(t, torch.Tensor) for p, t in items):
-            return None
+            def what(leaves, p):
+                leaf = leaves.get(p)
+                return None if leaf is None else (leaf[0], leaf[2])
+
+            if all(what(fresh, p) == what(schema, p) for p, _ in items):
+                raise
+            return self._write(self._prepared(items, fresh, index), terms, ring=ring)
+
+    def _prepared(self, items, schema, index):
+        """``items`` as the leaves they are written into are: a tensor aimed at
+        a ragged leaf cut into one cell per row ``index`` selects (and cast to
+        its cell dtype), non-tensor values made rows of their leaves
+        (_value_rows), other tensors cast to their leaves' dtypes, as torch
+        casts in ``t[idx] = x``. A new leaf takes the value's dtype."""
+        if index is not None:
+            items = self._ragged_items(items, index, schema)
+        tensors = []
+        for p, t in items:
+            if isinstance(t, Values):
+                continue
+            leaf = schema.get(p)
+            if leaf is not None and leaf[2] == "tensor" and DTYPE_NAMES.get(t.dtype) != leaf[0]:
+                t = t.to(DTYPES[leaf[0]])
+            tensors.append((p, t))
+        values = [(p, t) for p, t in items if isinstance(t, Values)]
+        return tensors + (self._value_rows(values, schema) if values else [])
+
+    def _ragged_items(self, items, index, schema):
+        """``items`` with each tensor aimed at a ragged leaf (per ``schema``)
+        turned into that leaf's cells, one per row ``index`` selects."""
+        ragged = {p for p, leaf in schema.items() if leaf[2] == RAGGED}
+        if not any(p in ragged and isinstance(t, torch.Tensor) for p, t in items):
+            return items
         # The shape of the selected cells, as torch indexes the batch dims
         # (the index's tensors on the CPU, where this stand-in lives).
         def on_cpu(i):
@@ -1356,7 +1281,7 @@ class TensorDictStore(TensorDictBase):
         cells = torch.zeros(tuple(self._batch_size), dtype=torch.bool)[cpu_index].shape
         out = []
         for p, t in items:
-            if p in known and isinstance(t, torch.Tensor):
+            if p in ragged and isinstance(t, torch.Tensor):
                 n = len(cells)
                 t = t.expand(tuple(cells) + tuple(t.shape[n:])) if t.shape[:n] != cells else t
                 flat = t.reshape((cells.numel(),) + tuple(t.shape[n:]))
@@ -1379,7 +1304,7 @@ class TensorDictStore(TensorDictBase):
                 raise KeyError(f'key "{_path_str(p)}" not found in {type(self).__name__} '
                                f'{self.name!r}')
         conv = convert_index(idx, self._batch_size)
-        self._indexed_write(items, conv.terms, {p: d for p, (d, _) in existing.items()}, idx)
+        self._indexed_write(items, conv.terms, index=idx)
         return self
 
     def _set_at_str(self, key, value, idx, *, validated, non_blocking=False):
@@ -1545,18 +1470,11 @@ class TensorDictStore(TensorDictBase):
 
     # -- removing and renaming --
 
-    def _forget(self, path):
-        n = len(path)
-        for p in [p for p in self._dtypes if p[:n] == path]:
-            del self._dtypes[p]
-        self._ragged_paths = {p for p in self._ragged_paths if p[:n] != path}
-
     def del_(self, key: NestedKey):
         """Remove a leaf or a whole sub-dict (one call; KeyError if absent;
         a locked dict refuses it in tdstored: RuntimeError)."""
         path = self._prefix + _unravel_key_to_tuple(key)
         self._dict.erase(path)
-        self._forget(path)
         return self
 
     def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False):
@@ -1571,8 +1489,6 @@ class TensorDictStore(TensorDictBase):
             self._dict.rename(old, new, replace=not safe)
         except AlreadyExistsError:
             raise KeyError(f"key {new_key} already present in {type(self).__name__}.") from None
-        self._forget(old)
-        self._forget(new)
         return self
 
     def popitem(self):
@@ -1868,14 +1784,13 @@ class TensorDictStore(TensorDictBase):
         # process (spawn, DataLoader worker) opens the same dict.
         return (_unpickle, (self.handle, self._client.options, self._prefix,
                             tuple(self._batch_size),
-                            None if self._device is None else str(self._device)))
+                            None if self._device is None else str(self._device), type(self)))
 
     def appender(self, keys=None, *, batch_rows: int = 256, window: int = 8):
         """Row writes over one open stream (``tdstore.Appender``): ``out[i] =
         row`` / ``out.append(start, rows)``, consecutive rows coalesced into
         batches, every batch acknowledged; ``keys`` default to every leaf.
         Writes existing leaves in place, so a locked store allows it."""
-        from ._append import Appender
         return Appender(self, keys, batch_rows, window)
 
     def close(self) -> None:
@@ -1889,7 +1804,6 @@ class TensorDictStore(TensorDictBase):
         and another dict took its name since, that one is left alone and
         this raises KeyError."""
         self._dict.drop()
-        self._dtypes.clear()
 
     clear_redis = drop
 
@@ -1914,16 +1828,17 @@ class TensorDictStore(TensorDictBase):
                               f"batch_size={list(shape[:-1])})")
         body = ",\n        ".join(fields)
         where = f"{info['name']!r}" + (f", prefix={_path_str(self._prefix)!r}" if n else "")
-        return (f"TensorDictStore(\n    name={where},\n    addr={self._client.address!r},\n"
+        return (f"TensorDictStore(\n    name={where},\n    backend='tdstore',\n"
+                f"    addr={self._client.address!r},\n"
                 f"    fields={{\n        {body}}},\n    batch_size={self._batch_size},\n"
                 f"    device={self._device})")
 
 
-def _unpickle(handle, options, prefix, batch_size, device):
+def _unpickle(handle, options, prefix, batch_size, device, cls=None):
     _fork.before_native_call()
     native_dict = _native.open_handle(handle, **options)
     client = Client._wrap(native_dict.client, options)
-    return TensorDictStore._wrap(native_dict, client, batch_size, device, prefix)
+    return (cls or TensorDictStore)._wrap(native_dict, client, batch_size, device, prefix)
 
 
 _POOL: tuple | None = None  # (pid, ThreadPoolExecutor) of get_async

@@ -33,6 +33,8 @@ import torch
 from tensordict import NonTensorData, NonTensorStack, TensorDict
 
 from . import _native
+from ._cells import RaggedCells, encode_cell
+from ._cells import decode_rows as decode_cells
 
 KINDS = ("text", "json", "bytes")
 RAGGED = "ragged"
@@ -67,7 +69,7 @@ class Values:
         return Values(kind, self.one, self.values, self.cells, slot, self.spec)
 
     def fits(self, kind: str, slot: int) -> bool:
-        return all(len(v) <= slot - _LENGTH_BYTES for v in self.encoded(kind))
+        return all(v is None or len(v) <= slot - _LENGTH_BYTES for v in self.encoded(kind))
 
     @property
     def shape(self) -> torch.Size:
@@ -105,9 +107,13 @@ def _kind_of(items) -> str:
     return "json"
 
 
-def encode_value(kind: str, value) -> bytes:
+def encode_value(kind: str, value) -> bytes | None:
+    """A value's bytes in a slot of a ``kind`` leaf; None for a text or bytes
+    row never written (read back as None, rewritten as such: an all-zero
+    slot)."""
+    if value is None and kind in ("text", "bytes"):
+        return None
     if kind == RAGGED:
-        from ._ragged import encode_cell
         return encode_cell(value)
     if kind == "text":
         return value.encode("utf-8")
@@ -116,12 +122,15 @@ def encode_value(kind: str, value) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode("utf-8")
 
 
-def decode_value(kind: str, raw: bytes):
+def decode_value(kind: str, raw: bytes | None):
+    # None: a row no one wrote, or one a resize added (tensordict's store
+    # reads it as None too, apart from a written "").
+    if raw is None:
+        return None
     if kind == "text":
         return raw.decode("utf-8")
     if kind == "bytes":
         return raw
-    # An empty slot (a row no one wrote, or one a resize added) is None.
     return json.loads(raw) if raw else None
 
 
@@ -186,23 +195,27 @@ def from_non_tensor(path_str: str, value) -> Values:
     return Values(kind, one, items, cells)
 
 
-def slot_for(values: list[bytes]) -> int:
-    return _native.value_slot_bytes(max((len(v) for v in values), default=0))
+def slot_for(values: list) -> int:
+    return _native.value_slot_bytes(max((len(v) for v in values if v is not None), default=0))
 
 
-def encode_rows(encoded: list[bytes], cells, slot: int) -> torch.Tensor:
-    """The slots of ``encoded`` (one per cell, C order) as a uint8 tensor of
-    shape ``cells + [slot]``."""
+def encode_rows(encoded: list, cells, slot: int) -> torch.Tensor:
+    """The slots of ``encoded`` (one per cell, C order; None: a row never
+    written, an all-zero slot) as a uint8 tensor of shape ``cells + [slot]``."""
     out = torch.empty(tuple(cells) + (slot,), dtype=torch.uint8)
     if encoded:
-        _native.encode_values(encoded, slot, out.data_ptr(), out.numel())
+        _native.encode_values([b"" if v is None else v for v in encoded], slot,
+                              out.data_ptr(), out.numel())
+        flat = out.view(-1, slot)
+        for i, v in enumerate(encoded):
+            if v is None:
+                flat[i].zero_()
     return out
 
 
 def decode_rows(kind: str, slots: torch.Tensor, spec: str = "") -> list:
     """The values of a uint8 ``[..., slot]`` tensor of slots, C order."""
     if kind == RAGGED:
-        from ._ragged import decode_rows as decode_cells
         return decode_cells(spec, slots)
     slots = slots.contiguous()
     count = math.prod(slots.shape[:-1])
@@ -266,7 +279,6 @@ def to_non_tensor(kind: str, shape, data, one_value: bytes):
     one-value form (slot 0), ignored."""
     cells = torch.Size(shape[:-1])
     if kind == RAGGED:
-        from ._ragged import RaggedCells
         return RaggedCells(decode_rows(kind, data, one_value.decode()), cells,
                            one_value.decode())
     if shape[-1] == 0:
