@@ -16,6 +16,7 @@ const std::map<std::string, std::string>& ValueOptions() {
       {"--tls-cert", "tls-cert"},
       {"--tls-key", "tls-key"},
       {"--tls-server-name", "tls-server-name"},
+      {"--retry-for", "retry-for"},
       {"--batch-size", "batch-size"},
       {"--rows-per-block", "rows-per-block"},
       {"--part-bytes", "part-bytes"},

@@ -28,7 +28,8 @@ std::string ReadFile(const std::string& path, const std::string& what) {
 
 const std::vector<std::string>& ConnectionOptionNames() {
   static const auto* names = new std::vector<std::string>{
-      "addr", "token-file", "tls", "tls-ca", "tls-cert", "tls-key", "tls-server-name"};
+      "addr", "token-file", "tls", "tls-ca", "tls-cert", "tls-key", "tls-server-name",
+      "retry-for"};
   return *names;
 }
 
@@ -40,8 +41,18 @@ std::string AddressOf(const CommandLine& line) {
 ClientOptions ClientOptionsOf(const CommandLine& line) {
   ClientOptions options;
   // A person at a terminal would rather see "unavailable" after a few
-  // seconds than wait out the library's 30 s retry window.
+  // seconds than wait out the library's 30 s retry window; a script on a
+  // loaded machine may give it longer.
   options.retry_for = std::chrono::seconds(10);
+  if (std::string text = Setting(line, "retry-for", "TDSTORE_RETRY_FOR"); !text.empty()) {
+    char* end = nullptr;
+    const double seconds = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0' || !(seconds >= 0) || seconds > 86400) {
+      throw Error(StatusCode::kInvalidArgument,
+                  "--retry-for takes seconds from 0 to 86400, not '" + text + "'");
+    }
+    options.retry_for = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
   // One command, a few calls: a schema watch would be opened only to be
   // cancelled at exit, so schema questions go to tdstored.
   options.watch_schemas = false;

@@ -10,6 +10,8 @@
 //                                              signed by this PEM CA
 //   --tls-cert/--tls-key   TDSTORE_TLS_CERT/_KEY  client certificate (mutual TLS)
 //   --tls-server-name N    TDSTORE_TLS_SERVER_NAME  name the certificate must carry
+//   --retry-for SECONDS    TDSTORE_RETRY_FOR   how long UNAVAILABLE calls are
+//                                              retried (default 10)
 #ifndef TDSTORE_CLIENT_CLI_CONNECTION_OPTIONS_H_
 #define TDSTORE_CLIENT_CLI_CONNECTION_OPTIONS_H_
 
@@ -28,8 +30,9 @@ const std::vector<std::string>& ConnectionOptionNames();
 // tdstored's address.
 std::string AddressOf(const CommandLine& line);
 
-// ClientOptions with the token and TLS settings. Throws tdstore::Error
-// (INVALID_ARGUMENT) naming an unreadable file; never prints a token.
+// ClientOptions with the token, TLS and retry settings. Throws
+// tdstore::Error (INVALID_ARGUMENT) naming an unreadable file or a bad
+// --retry-for; never prints a token.
 ClientOptions ClientOptionsOf(const CommandLine& line);
 
 }  // namespace tdstore::cli

@@ -92,6 +92,9 @@ Options:
                          ($TDSTORE_TLS_CERT, $TDSTORE_TLS_KEY)
   --tls-server-name NAME the name tdstored's certificate carries, if not
                          the address' host ($TDSTORE_TLS_SERVER_NAME)
+  --retry-for SECONDS    how long a call that finds tdstored unavailable is
+                         retried before the command fails ($TDSTORE_RETRY_FOR,
+                         default 10)
   -q, --quiet   no progress bar (import, export, cp, and put/get of files of
                 64 MiB or more draw one on stderr when it is a terminal)
   -h, --help    show this help

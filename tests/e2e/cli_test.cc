@@ -362,10 +362,14 @@ TEST_F(E2eCli, ServerErrorsAreOneLine) {
   EXPECT_EQ(r.err.rfind("tdstore: NOT_FOUND: ", 0), 0u) << r.err;
   EXPECT_FALSE(std::filesystem::exists(File("nope.npy")));
 
-  r = RunRaw({"--addr", "127.0.0.1:" + std::to_string(PickFreePort()), "ls"});
+  r = RunRaw({"--addr", "127.0.0.1:" + std::to_string(PickFreePort()), "--retry-for", "0.5",
+              "ls"});
   EXPECT_EQ(r.status, 1);
   EXPECT_TRUE(IsOneLineError(r));
   EXPECT_EQ(r.err.rfind("tdstore: UNAVAILABLE: ", 0), 0u) << r.err;
+  r = RunRaw({"--retry-for", "soon", "ls"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--retry-for takes seconds"), std::string::npos) << r.err;
 }
 
 TEST_F(E2eCli, AddressFromEnvironmentOrUnixSocket) {

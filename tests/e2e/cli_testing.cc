@@ -62,7 +62,11 @@ void CliTest::TearDown() { std::filesystem::remove_all(dir_); }
 
 CliResult CliTest::RunRaw(const std::vector<std::string>& args, const std::string& env) const {
   std::string command =
-      "cd " + Quote(dir_) + " && env -u TDSTORE_ADDR " + env + " " + Quote(TDSTORE_CLI_BIN);
+      // Tests run many CLIs at once on a loaded machine: each may wait for
+      // tdstored longer than a person at a terminal would (a test that
+      // wants the failure sooner passes TDSTORE_RETRY_FOR in `env`).
+      "cd " + Quote(dir_) + " && env -u TDSTORE_ADDR TDSTORE_RETRY_FOR=120 " + env + " " +
+      Quote(TDSTORE_CLI_BIN);
   for (const std::string& arg : args) command += " " + Quote(arg);
   // Own output files per call, so calls may run from several threads.
   static std::atomic<int> calls{0};
