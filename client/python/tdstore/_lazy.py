@@ -28,7 +28,8 @@ from tensordict import LazyStackedTensorDict
 from tensordict._td import _unravel_key_to_tuple
 from tensordict.base import _register_tensor_class
 
-from ._store import TensorDictStore, _leaf_from, _path_str, _selects_all
+from ._leaves import _leaf_from, _path_str, _selects_all
+from ._store import TensorDictStore
 from ._values import RAGGED, Values
 
 STACK_DIM_ATTR = "tdstore.stack_dim"
