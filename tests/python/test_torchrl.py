@@ -16,6 +16,7 @@ from tensordict import TensorDict, tensorclass
 from torchrl.data import (LazyTensorStorage, ReplayBuffer, SliceSampler,
                           TensorDictReplayBuffer)
 
+import tdstore
 from tdstore import TensorDictStore
 from tdstore.torchrl import TdStoreStorage, TdStoreWriter
 
@@ -211,5 +212,104 @@ def test_bad_input_is_refused_and_nothing_written(addr):
         with pytest.raises(ValueError, match="max_size"):
             len(TdStoreStorage(9, name=storage.name, addr=addr))
         assert len(storage) == 4
+    finally:
+        storage.store.drop()
+
+
+@pytest.mark.parametrize("writer", ["default", "tdstore"])
+@pytest.mark.parametrize("layout", ["record", "leaves"])
+def test_rows_keep_their_batch_dims_as_in_lazy_tensor_storage(addr, writer, layout):
+    """Rows whose batch has more dims than the storage's come back with all
+    of them, through get, sample and rb[:], as LazyTensorStorage gives them:
+    random row shapes, TensorDicts and tensorclasses, the same extends on
+    both."""
+    import random
+
+    rng = random.Random(hash((writer, layout)) % 1000)
+    for row_batch in ([rng.randint(1, 4)], [rng.randint(1, 3), rng.randint(1, 3)]):
+        storage = TdStoreStorage(30, addr=addr, layout=layout)
+        ours = ReplayBuffer(storage=storage, batch_size=5,
+                            writer=TdStoreWriter() if writer == "tdstore" else None)
+        theirs = ReplayBuffer(storage=LazyTensorStorage(30), batch_size=5)
+        try:
+            start = 0
+            for _ in range(5):  # past 30 rows: wraps around
+                n = rng.randint(1, 9)
+                ids = torch.arange(start, start + n).reshape(n, *[1] * len(row_batch))
+                rows = TensorDict({"id": ids.expand(n, *row_batch).clone(),
+                                   "obs": torch.randn(n, *row_batch, 3)}, [n, *row_batch])
+                ours.extend(rows)
+                theirs.extend(rows)
+                start += n
+            assert len(ours) == len(theirs)
+            n = len(theirs)
+            for index in (torch.arange(n), [1], 2, slice(1, 4), torch.tensor([n - 1, 0])):
+                got, want = storage.get(index), theirs.storage.get(index)
+                assert got.batch_size == want.batch_size, (index, got.batch_size)
+                for key in ("id", "obs"):
+                    assert torch.equal(got[key], want[key]), (index, key)
+            assert ours[:].batch_size == theirs[:].batch_size
+            sample = ours.sample()
+            assert sample.batch_size == theirs.sample().batch_size == torch.Size([5, *row_batch])
+            # Every sampled row is a row of the buffer, whole.
+            assert torch.equal(sample["id"], sample["id"][(slice(None),) + (0,) * len(row_batch)]
+                               .reshape(5, *[1] * len(row_batch)).expand_as(sample["id"]))
+            # Rows of another batch shape are refused, as LazyTensorStorage
+            # refuses them, with nothing written.
+            before = len(ours)
+            other = TensorDict({"id": torch.zeros(2, 7, dtype=torch.long),
+                                "obs": torch.zeros(2, 7, 3)}, [2, 7])
+            with pytest.raises(RuntimeError):
+                theirs.extend(other)
+            with pytest.raises(RuntimeError):
+                ours.extend(other)
+            assert len(ours) == before
+        finally:
+            if storage.store is not None:
+                storage.store.drop()
+
+
+@tensorclass
+class _Step:
+    obs: torch.Tensor
+
+
+def test_tensorclass_rows_keep_their_batch_dims(addr):
+    storage = TdStoreStorage(10, addr=addr)
+    ours, theirs = ReplayBuffer(storage=storage), ReplayBuffer(storage=LazyTensorStorage(10))
+    try:
+        rows = _Step(obs=torch.randn(4, 2, 3), batch_size=[4, 2])
+        ours.extend(rows)
+        theirs.extend(rows)
+        got, want = storage.get([1, 3]), theirs.storage.get([1, 3])
+        assert type(got) is type(want) is _Step
+        assert got.batch_size == want.batch_size == torch.Size([2, 2])
+        assert torch.equal(got.obs, want.obs)
+    finally:
+        storage.store.drop()
+
+
+def test_torchrls_storage_keywords_mean_what_they_mean_there(addr):
+    names = set(tdstore.Client(addr).list())
+    # Accepted, each with torchrl's meaning (docs/python.md).
+    storage = TdStoreStorage(8, addr=addr, device="auto", compilable=False, consolidated=True,
+                             shared_init=True, cleanup_memmap=False, existsok=True,
+                             checkpointer=None)
+    assert storage.shared_init and storage.consolidated and not storage._compilable
+    # Refused at construction, naming the keyword; nothing is created.
+    with pytest.raises(NotImplementedError, match="ndim=2"):
+        TdStoreStorage(8, addr=addr, ndim=2)
+    with pytest.raises(TypeError, match="no_such_keyword"):
+        TdStoreStorage(8, addr=addr, no_such_keyword=True)
+    assert set(tdstore.Client(addr).list()) == names
+    # existsok=False: a buffer whose dict exists already is refused.
+    rb = ReplayBuffer(storage=storage)
+    rb.extend(batch(0, 3))
+    try:
+        again = ReplayBuffer(storage=TdStoreStorage(8, name=storage.name, addr=addr,
+                                                    existsok=False))
+        with pytest.raises(ValueError, match="existsok=False"):
+            again.extend(batch(3, 2))
+        assert len(rb) == 3
     finally:
         storage.store.drop()

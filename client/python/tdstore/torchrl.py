@@ -45,6 +45,7 @@ from tensordict import TensorDict, is_tensor_collection, is_tensorclass
 from torchrl.data.replay_buffers.storages import Storage, StoreStorage
 from torchrl.data.replay_buffers.writers import RoundRobinWriter
 
+from ._connect import split_options
 from ._errors import AlreadyExistsError, NotFoundError
 from ._store import TensorDictStore
 
@@ -90,8 +91,30 @@ class TdStoreStorage(StoreStorage):
     redis-py nor tensordict's store is used."""
 
     def __init__(self, max_size: int, name: str | None = None, addr: str | None = None, *,
-                 device=None, length_ttl: float = 0.05, layout: str = "record", **options):
-        Storage.__init__(self, max_size=max_size)
+                 device=None, length_ttl: float = 0.05, layout: str = "record",
+                 ndim: int = 1, compilable: bool = False, consolidated: bool = False,
+                 shared_init: bool = False, cleanup_memmap: bool = True, existsok: bool = True,
+                 checkpointer=None, **options):
+        # torchrl's storage keywords, each with its meaning here (docs/python.md,
+        # *torchrl's storage API on TdStoreStorage*); anything else must be a
+        # tdstore client option, checked now, not at the first write.
+        if ndim != 1:
+            raise NotImplementedError(
+                f"ndim={ndim}: TdStoreStorage keeps one storage dim so far; the rows' other "
+                "batch dims are kept (a [5, 2] extend samples [B, 2] rows)")
+        if device == "auto":
+            device = None  # rows come back on the CPU, as written
+        Storage.__init__(self, max_size=max_size, checkpointer=checkpointer,
+                         compilable=compilable)
+        # consolidated (one buffer per sample), shared_init (processes share
+        # the buffer) and cleanup_memmap (no memmap files) need nothing here:
+        # a sample already comes back from one call, and every process that
+        # names the dict shares it.
+        self.consolidated = consolidated
+        self.shared_init = shared_init
+        self.cleanup_memmap = cleanup_memmap
+        self._existsok = bool(existsok)
+        split_options(addr, options)  # TypeError for an unknown keyword, now
         self._layout = layout
         self._length_ttl = float(length_ttl)
         self._length_read = (-1.0, 0)  # (monotonic time, length) of the last read
@@ -138,7 +161,9 @@ class TdStoreStorage(StoreStorage):
                                         layout=self._layout, **self._options)
                 self._said = None  # a new dict has no attributes
             except AlreadyExistsError:  # another process made it
-                pass
+                if not self._existsok:
+                    raise ValueError(f"tdstore dict {self._name!r} exists, and this storage "
+                                     "was made with existsok=False") from None
         if store is None:
             try:
                 store = TensorDictStore.from_store(self._name, addr=self._addr,
@@ -163,8 +188,9 @@ class TdStoreStorage(StoreStorage):
             self._set_last_cursor(cursor)
         rows = _rows_of(cursor, self.max_size)
         data, kind = self._as_stored(data, [rows] if rows is not None else [])
+        row_batch = data.batch_size if rows is None else data.batch_size[1:]
         store = self._opened(create=True)
-        self._record_kind(store, kind)
+        self._record_kind(store, _with_row_batch(kind, row_batch))
         store[cursor] = data
         if set_cursor:
             self._counted(store.counter_add(WRITTEN, _count(cursor, self.max_size)))
@@ -177,7 +203,7 @@ class TdStoreStorage(StoreStorage):
         start (the rows are start .. start + rows - 1, mod max_size)."""
         data, kind = self._as_stored(data, [rows])
         store = self._opened(create=True)
-        self._record_kind(store, kind)
+        self._record_kind(store, _with_row_batch(kind, data.batch_size[1:]))
         start, written = store.append_ring(data, cursor=CURSOR, count=WRITTEN)
         self._counted(written)
         self._bump_mutation_revision()
@@ -210,6 +236,12 @@ class TdStoreStorage(StoreStorage):
         # What the dict says: known without asking if this object made the
         # dict (nothing) or set the attribute itself.
         said = self._said if self._said is not _UNKNOWN else store.attrs.get(_ROWS_ATTR)
+        if said is not None and _row_batch_of(said) != _row_batch_of(kind):
+            # Rows of another batch shape than the buffer's: refused before
+            # anything is written, as LazyTensorStorage refuses them.
+            raise RuntimeError(
+                f"rows of batch dims {list(_row_batch_of(kind))} after the first storage dim "
+                f"cannot join a buffer of rows of {list(_row_batch_of(said))}")
         # No attribute reads as "tensordict" (or "tensor" for a dict whose
         # only key is _tensor: buffers from before the attribute).
         if said != kind and (said is not None or kind != "tensordict"):
@@ -228,6 +260,12 @@ class TdStoreStorage(StoreStorage):
                 kind = "tensor" if list(store.keys()) == [_TENSOR_KEY] else "tensordict"
             self._rows_kind = kind
         kind = self._rows_kind
+        row_batch = _row_batch_of(kind)
+        if row_batch:
+            # The dict keeps one batch dim (a record per row); the rows' own
+            # batch dims come back from the attribute, as they were stored.
+            out.batch_size = tuple(out.batch_size) + row_batch
+            kind = kind.rpartition(" ")[0]
         if kind == "tensor":
             return out[_TENSOR_KEY]
         if kind.startswith("tensorclass "):
@@ -257,7 +295,10 @@ class TdStoreStorage(StoreStorage):
         store = self._opened()
         if store is None:
             raise RuntimeError("Cannot get elements out of a non-initialized storage.")
-        return self._rows_of_kind(store, store[self._within_length(index)])
+        out = store[self._within_length(index)]
+        if out is store:  # every row (td[:] is the store itself): read them
+            out = store.to_local()
+        return self._rows_of_kind(store, out)
 
     def _within_length(self, index):
         """``index`` into the first ``len`` rows as an index into all rows."""
@@ -424,6 +465,20 @@ class TdStoreWriter(RoundRobinWriter):
         self._bump_generation(index, data)
         self._mark_update_entities(index)
         return index
+
+
+def _with_row_batch(kind: str, row_batch) -> str:
+    """The row-kind attribute's value: ``kind``, then the rows' batch dims
+    after the storage dim when they have any (``"tensordict [2]"``)."""
+    row_batch = [int(d) for d in row_batch]
+    return f"{kind} {json.dumps(row_batch, separators=(',', ''))}" if row_batch else kind
+
+
+def _row_batch_of(kind: str) -> tuple:
+    """The rows' batch dims after the storage dim that ``kind`` records."""
+    if not kind.endswith("]"):
+        return ()
+    return tuple(json.loads(kind[kind.rindex(" ") + 1:]))
 
 
 def _imported_class(name: str):
