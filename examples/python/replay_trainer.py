@@ -36,11 +36,15 @@ def true_reward(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
     return obs @ w + bonus[action]
 
 
-def producer(replay, progress, chunk: int, delay: float) -> None:
-    """Fill ``replay`` chunk by chunk (runs in a spawned process)."""
+def producer(replay, progress, chunk: int, delay: float, training) -> None:
+    """Fill ``replay`` chunk by chunk (runs in a spawned process). After its
+    first chunk it waits until the trainer has taken a step (``training``),
+    so every run shows training while filling, however busy the machine."""
     g = torch.Generator().manual_seed(1)
     capacity = replay.batch_size[0]
     for start in range(0, capacity, chunk):
+        if start == chunk:
+            training.wait(120)
         end = min(start + chunk, capacity)
         n = end - start
         obs = torch.randn(n, OBS, generator=g)
@@ -74,8 +78,9 @@ def main(addr: str | None = None, capacity: int = 4096, chunk: int = 256, steps:
         batch_size=[capacity], client=client)
     progress = tdstore.TensorDictStore(batch_size=[], client=client)
     progress["rows"] = torch.tensor(0)
-    proc = mp.get_context("spawn").Process(target=producer,
-                                           args=(replay, progress, chunk, delay))
+    ctx = mp.get_context("spawn")
+    training = ctx.Event()
+    proc = ctx.Process(target=producer, args=(replay, progress, chunk, delay, training))
     proc.start()
     try:
         model = RewardModel()
@@ -97,6 +102,7 @@ def main(addr: str | None = None, capacity: int = 4096, chunk: int = 256, steps:
             losses.append(loss.item())
             rows_seen.append(rows)
             step += 1
+            training.set()
             if verbose and step % 50 == 0:
                 print(f"step {step:4d}  rows {rows:5d}  loss {loss.item():.4f}", flush=True)
         proc.join(timeout=120)

@@ -37,12 +37,17 @@ def true_reward(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
 
 
 def collector(name: str, addr: str, capacity: int, seed: int, rows: int, chunk: int,
-              delay: float) -> None:
-    """Extend the shared buffer with ``rows`` transitions (a spawned process)."""
+              delay: float, learning) -> None:
+    """Extend the shared buffer with ``rows`` transitions (a spawned process).
+    After its first chunk it waits until the learner has seen rows
+    (``learning``), so every run shows learning while collecting, however
+    busy the machine."""
     rb = ReplayBuffer(storage=TdStoreStorage(capacity, name=name, addr=addr),
                       writer=TdStoreWriter())
     g = torch.Generator().manual_seed(seed)
-    for _ in range(0, rows, chunk):
+    for i in range(0, rows, chunk):
+        if i == chunk:
+            learning.wait(120)
         obs = torch.randn(chunk, OBS, generator=g)
         action = torch.randint(ACTIONS, (chunk,), generator=g)
         rb.extend(TensorDict({"obs": obs, "action": action,
@@ -57,7 +62,9 @@ def main(addr: str, capacity: int = 4096, rows: int = 1024, chunk: int = 128, st
     rb = ReplayBuffer(storage=TdStoreStorage(capacity, name=name, addr=addr),
                       batch_size=128, prefetch=2)
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=collector, args=(name, addr, capacity, seed, rows, chunk, delay))
+    learning = ctx.Event()
+    procs = [ctx.Process(target=collector,
+                         args=(name, addr, capacity, seed, rows, chunk, delay, learning))
              for seed in (1, 2)]
     for p in procs:
         p.start()
@@ -68,6 +75,7 @@ def main(addr: str, capacity: int = 4096, rows: int = 1024, chunk: int = 128, st
         while len(rb) < chunk:  # the first rows
             time.sleep(0.01)
         seen_first = len(rb)
+        learning.set()
         for _ in range(steps):
             batch = rb.sample()
             x = torch.cat([batch["obs"], torch.nn.functional.one_hot(batch["action"], ACTIONS)
@@ -80,10 +88,13 @@ def main(addr: str, capacity: int = 4096, rows: int = 1024, chunk: int = 128, st
         for p in procs:
             p.join(120)
         exitcodes = [p.exitcode for p in procs]
-        time.sleep(0.01)  # past the length's reuse window
-        stored = rb.storage.get(torch.arange(len(rb)))
+        # A storage opened now reads the length afresh (the learner's may
+        # reuse one read within its length_ttl).
+        final = TdStoreStorage(capacity, name=name, addr=addr)
+        written = len(final)
+        stored = final.get(torch.arange(written))
         result = {
-            "rows_written": len(rb),
+            "rows_written": written,
             "rows_seen_first": seen_first,
             "exitcodes": exitcodes,
             "rows_per_collector": [int((stored["collector"] == s).sum()) for s in (1, 2)],
