@@ -25,6 +25,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -326,6 +327,31 @@ TEST_F(ClientFaults, RawStreamSilentPastPendingTimeoutCannotCommit) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED) << status.error_message();
   EXPECT_FALSE(td.contains("late"));
   EXPECT_EQ(Keys(), before);
+}
+
+// A call the client may not repeat blindly (CreateDict, DeleteDict,
+// RenameDict, ring appends) first waits, within retry_for, for a connected
+// channel: made before tdstored listens, it succeeds once tdstored is up.
+// (It used to fail UNAVAILABLE at once, unsent, and was not repeated: a
+// fresh-clone CI run on a busy machine failed a CreateDict that way.) The
+// outcome does not depend on timing: whichever comes first, the create
+// must succeed.
+TEST(E2eClientConnect, ACreateMadeBeforeTdstoredListensWaitsForIt) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "tdstore-conn-XXXXXX").string();
+  ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+  const std::string socket = pattern + "/td.sock";
+  Client client("unix://" + socket);
+  const std::string name = UniqueDictName();
+  auto created = std::async(std::launch::async, [&] { return client.create(name, {4}); });
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start({"--redis", SharedRedis().url(), "--namespace", "e2e",
+                            "--unix-socket", socket}).ok())
+      << daemon.LogTail();
+  Dict dict = created.get();  // rethrows the create's error, if any
+  EXPECT_EQ(dict.batch_size(), (std::vector<int64_t>{4}));
+  client.drop(name);
+  daemon.Stop();
+  std::filesystem::remove_all(pattern);
 }
 
 }  // namespace

@@ -113,6 +113,11 @@ void Client::Impl::Fail(const grpc::Status& status) const {
   throw ErrorFromStatus(status, address);
 }
 
+void Client::Impl::AwaitConnected(const Retrier& retry) const {
+  if (channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) return;
+  channel->WaitForConnected(retry.retry_until());
+}
+
 namespace {
 
 // A process forked from this one inherits the Impl's memory but none of its

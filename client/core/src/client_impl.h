@@ -28,6 +28,20 @@ struct Client::Impl {
                std::chrono::system_clock::time_point deadline) const;
   // Throws the tdstore::Error for a failed call.
   [[noreturn]] void Fail(const grpc::Status& status) const;
+  // Before an attempt of a call that may be repeated only if nothing was
+  // applied (Retrier::kOnlyIfNothingApplied): waits, within the retry
+  // window, for the channel to be connected.
+  //
+  // Why: on a channel that is not connected, gRPC fails a call at once with
+  // UNAVAILABLE without sending it. Such a failure carries no trailing
+  // metadata, so "nothing applied" cannot be told from "lost after it was
+  // applied", and the call would not be repeated: a CreateDict made while
+  // tdstored is starting, restarting or too busy to finish a handshake
+  // would fail although nothing happened. Waiting for the connection first
+  // leaves only calls that were sent to fail that way. Returns at once on a
+  // connected channel; on a window's end, the attempt is made and fails as
+  // before.
+  void AwaitConnected(const Retrier& retry) const;
   // Prepare + unary call, retried as `safety` allows (retry.h), + Fail on
   // error: the shape of most RPCs. Every attempt's reply raises the floor
   // of the schema copies of the dict it names (schema_floors.h).
@@ -37,6 +51,7 @@ struct Client::Impl {
             const Request& request, Response* response, Retrier::Safety safety) const {
     Retrier retry(options);
     for (;;) {
+      if (safety == Retrier::kOnlyIfNothingApplied) AwaitConnected(retry);
       grpc::ClientContext context;
       Prepare(&context, retry.deadline());
       grpc::Status status = (stub.get()->*method)(&context, request, response);

@@ -381,6 +381,7 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
       ring != nullptr ? Retrier::kOnlyIfNothingApplied : Retrier::kIdempotent;
   Retrier retry(impl.options);
   for (;;) {
+    if (safety == Retrier::kOnlyIfNothingApplied) impl.AwaitConnected(retry);
     WriteStream stream;
     impl.Prepare(&stream.context, retry.deadline());
     grpc::Status status = WriteOnce(impl, begin, leaves, dtypes, options.progress, stream);

@@ -35,6 +35,9 @@ class Retrier {
 
   // The call's deadline: its start + options.timeout, for every attempt.
   std::chrono::system_clock::time_point deadline() const { return deadline_; }
+  // The end of the retry window: start + options.retry_for, never past the
+  // deadline.
+  std::chrono::system_clock::time_point retry_until() const { return retry_until_; }
 
   // After a failed attempt: true if it should be tried again — the status is
   // UNAVAILABLE, `safety` allows it, and the retry window has time left for
