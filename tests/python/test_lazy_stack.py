@@ -254,6 +254,11 @@ def test_a_new_key_through_a_view_is_zero_elsewhere(addr):
         assert torch.equal(ours["c"][1], torch.ones(inner, 5))
         others = [i for i in range(len(elements)) if i != 1]
         assert torch.equal(ours["c"][others], torch.zeros(len(others), inner, 5))
+        # A new key whose cells differ in shape (a ragged leaf) too.
+        cells = [torch.ones(k + 1) for k in range(inner)]
+        ours[1]["r"] = cells
+        for k, cell in enumerate(ours[1]["r"]):
+            assert torch.equal(cell, cells[k])
     finally:
         ours.drop()
 

@@ -115,3 +115,22 @@ def test_a_missing_dict_says_the_seeds_words_name_and_address(addr, standalone_r
     with pytest.raises(KeyError, match="No TensorDictStore with td_id='nope-1'") as err:
         TensorDictStore.from_store(td_id="nope-1", addr=addr)
     assert addr in str(err.value)
+
+
+def test_a_refused_upload_into_a_reopened_dict_leaves_it_as_it_was(addr):
+    """from_tensordict(..., td_id=existing) reopens the dict; when the write is
+    refused (here: a new key into a locked dict), the dict and its data stay
+    (a dict the call made itself is dropped: test_bad_input.py)."""
+    keep = TensorDictStore.from_tensordict(TensorDict({"keep": torch.arange(4.0)}, [4]),
+                                           addr=addr)
+    try:
+        keep.lock_()
+        with pytest.raises(RuntimeError):
+            TensorDictStore.from_tensordict(TensorDict({"new": torch.ones(4)}, [4]),
+                                            addr=addr, td_id=keep.name)
+        again = TensorDictStore.from_store(keep.name, addr=addr)
+        assert list(again.keys()) == ["keep"]
+        assert torch.equal(again["keep"], torch.arange(4.0))
+        keep.unlock_()
+    finally:
+        keep.drop()

@@ -154,9 +154,13 @@ class _StackElement(TensorDictStore):
         whose cells could take any shape: as tensordict's store does, a view
         refuses to change the element's shape (one read of the cells it would
         replace), and nothing is written."""
+        existing = None
         for path, new in items:
             if not (isinstance(new, Values) and new.kind == RAGGED):
                 continue
+            existing = self._describe_full() if existing is None else existing
+            if path not in existing:
+                continue  # a new key: no shape to keep
             _, leaves = self._dict.read([path], terms, path, dlpack=True)
             old = _leaf_from(*leaves[0][1:])
             if [tuple(t.shape) for t in old.tensors] != [tuple(t.shape) for t in new.values]:

@@ -285,23 +285,44 @@ class TensorDictStore(StoreWrites, TensorDictBase):
             raise TypeError(f"name={name!r} and td_id={td_id!r} name two dicts: pass one")
         client = self._client_for(addr, client, options)
         name = name or td_id
+        batch = None if batch_size is None else _as_size(batch_size)
+        # Whether this call made the dict (an upload that fails drops only a
+        # dict it made: never one td_id= reopened).
+        self._made_here = False
         if td_id is not None:
-            try:
-                native_dict = client.open(td_id)
-            except NotFoundError:
-                native_dict = None
+            native_dict = self._reopened(client, td_id, batch)
             if native_dict is not None:
-                stored = torch.Size(native_dict.describe()["batch_size"])
-                if batch_size is not None and _as_size(batch_size) != stored:
-                    raise ValueError(f"td_id={td_id!r} holds batch size {list(stored)}, "
-                                     f"not {list(_as_size(batch_size))}")
-                self._init(native_dict, client, stored, device, ())
+                self._init(native_dict, client, native_dict.batch_size(), device, ())
                 return
-        batch_size = _as_size(batch_size)
-        native_dict = client.create(name or _fresh_name(), batch_size,
-                                    rows_per_block=rows_per_block, part_bytes=part_bytes,
-                                    layout=layout)
-        self._init(native_dict, client, batch_size, device, ())
+        try:
+            native_dict = client.create(name or _fresh_name(), batch or torch.Size(()),
+                                        rows_per_block=rows_per_block, part_bytes=part_bytes,
+                                        layout=layout)
+        except AlreadyExistsError:
+            if td_id is None:
+                raise
+            # Another process made it between our open and our create.
+            native_dict = self._reopened(client, td_id, batch)
+            if native_dict is None:
+                raise
+            self._init(native_dict, client, native_dict.batch_size(), device, ())
+            return
+        self._made_here = True
+        self._init(native_dict, client, batch or torch.Size(()), device, ())
+
+    @staticmethod
+    def _reopened(client, td_id, batch):
+        """The dict ``td_id`` names, or None if there is none; ValueError if
+        its batch size is not ``batch`` (when given)."""
+        try:
+            native_dict = client.open(td_id)
+        except NotFoundError:
+            return None
+        stored = torch.Size(native_dict.describe()["batch_size"])
+        if batch is not None and batch != stored:
+            raise ValueError(f"td_id={td_id!r} holds batch size {list(stored)}, "
+                             f"not {list(batch)}")
+        return native_dict
 
     # -- construction helpers --
 
@@ -453,7 +474,8 @@ class TensorDictStore(StoreWrites, TensorDictBase):
             if leaves:
                 out._dict.write(leaves)
         except BaseException:
-            out.drop()  # a refused upload leaves no empty dict behind
+            if out._made_here:
+                out.drop()  # a refused upload leaves no empty dict behind
             raise
         del keep
         return out
