@@ -306,9 +306,12 @@ absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const Dict
   if (leaves.empty()) return CommitResult{{}, schema.meta.version};
   auto txn = WriteTxn::Begin(store, schema);
   std::vector<ZeroLeaf> own = leaves;  // leaves with blocks of their own
-  if (schema.meta.layout == DictLayout::kRecord) {
-    // The leaves with rows go into the record, which only the dict's first
-    // leaves form: after that, its rows have no room for another leaf.
+  if (schema.meta.layout == DictLayout::kRecord && schema.RecordLeaves().empty()) {
+    // The dict's first leaves with rows form its record. Once formed, its
+    // rows have no room for another leaf: a leaf made later keeps rows of
+    // its own beside it, as in a default dict (a row read costs one more
+    // range per such leaf). Widening the record instead would rewrite every
+    // row of every leaf for one new key.
     std::vector<Leaf> fields;
     own.clear();
     for (const ZeroLeaf& z : leaves) {
@@ -320,12 +323,6 @@ absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const Dict
       }
     }
     if (!fields.empty()) {
-      if (!schema.RecordLeaves().empty()) {
-        return absl::FailedPreconditionError(StrCat(
-            "dict '", schema.meta.name, "' keeps each row's leaves in one record (layout ",
-            "record), formed by its first leaves: leaf ", Display(fields.front().path),
-            " cannot join it (make a new dict with every leaf, or copy this one)"));
-      }
       if (auto s = txn->BeginRecord(fields); !s.ok()) return s;
       if (auto s = txn->ZeroFill(); !s.ok()) return s;
     }

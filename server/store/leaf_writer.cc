@@ -123,16 +123,14 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
   if (auto s = CheckOneValueTotal(path, leaf); !s.ok()) return Fail(s);
   const Leaf* replaced = schema_.Find(path);
   // Replacing a leaf of the record, by whatever leaf, would retire the
-  // generation every other leaf of the record still reads.
-  if ((schema_.meta.layout == DictLayout::kRecord && !schema_.meta.batch_shape.empty() &&
-       RowBytes(leaf) > 0) ||
-      (replaced != nullptr && replaced->record.InSharedRecord())) {
-    // A record's rows are strided through every block: a whole leaf would
-    // be a write per row. Rows are written by indexed writes instead.
+  // generation every other leaf of the record still reads; and its rows
+  // are strided through every block, so a whole leaf would be a write per
+  // row. Its rows are written by indexed writes instead. A leaf outside
+  // the record (made after it formed) is a leaf like any other.
+  if (replaced != nullptr && replaced->record.InSharedRecord()) {
     return Fail(absl::FailedPreconditionError(StrCat(
         "dict '", schema_.meta.name, "' keeps each row's leaves in one record (layout record): ",
-        "leaf ", Display(path), " is written by rows (td[:] = value), not whole; its leaves are ",
-        "made by the dict's create or first indexed write")));
+        "leaf ", Display(path), " is in it and is written by rows (td[:] = value), not whole")));
   }
   if (schema_.meta.locked &&
       (refuse_if_locked_ || replaced == nullptr || replaced->record.dtype != dtype ||
@@ -188,7 +186,15 @@ absl::Status WriteTxn::BeginRecord(const std::vector<Leaf>& fields) {
 
 absl::Status WriteTxn::Reserve(const LeafPath& path, LeafRecord record, int64_t byte_size,
                                int64_t replaced_bytes, std::vector<Leaf> fields) {
-  auto layout = schema_.Layout(record);
+  // A record is a uint8 [rows, stride] leaf whose rows are batch dim 0's
+  // alone, whatever other batch dims the dict has: each leaf's row in it
+  // spans those (BeginRecord).
+  const std::vector<int64_t> record_rows = {
+      fields.empty() ? 0 : schema_.meta.batch_shape.front()};
+  auto layout = fields.empty()
+                    ? schema_.Layout(record)
+                    : BlockLayout::Make(record_rows, record.shape, 1, schema_.meta.rows_per_block,
+                                        schema_.meta.part_bytes, 0, 0);
   if (!layout.ok()) return Fail(layout.status());
 
   // --- Quotas, before the generation exists. -------------------------------

@@ -129,7 +129,7 @@ TEST(E2eRecordLayout, RowsFollowAPerLeafDictOnRandomIndexedReadsAndWrites) {
   leaves.core().drop();
 }
 
-TEST(E2eRecordLayout, RecordIsFormedByTheFirstIndexedWriteAndThenFixed) {
+TEST(E2eRecordLayout, RecordIsFormedByTheFirstIndexedWriteAndLaterLeavesLiveBesideIt) {
   Client client(DaemonAddress());
   Dict dict = client.create(UniqueDictName(), {20}, RecordOptions(6));
   const std::map<Key, at::Tensor> rows = {{"a", at::arange(3, at::kLong)},
@@ -138,28 +138,43 @@ TEST(E2eRecordLayout, RecordIsFormedByTheFirstIndexedWriteAndThenFixed) {
   EXPECT_TRUE(SameBytes(dict.get("a").index({at::tensor({2, 9, 17}, at::kLong)}), rows.at("a")));
   EXPECT_EQ(dict.get("b").sum().item<float>(), 12.0f);
 
-  // What a formed record cannot take, refused with nothing written.
+  // A leaf of the record is written by rows only: refused whole, filled, or
+  // replaced (even by a leaf without row bytes), with nothing written.
   const auto before = NamespaceSnapshot("e2e");
-  EXPECT_EQ(ErrorOf([&] { dict.set_index(Index(1), "c", at::ones({}, at::kFloat)); }).code(),
-            StatusCode::kFailedPrecondition);
-  EXPECT_EQ(ErrorOf([&] { dict.set("c", at::ones({20}, at::kFloat)); }).code(),
-            StatusCode::kFailedPrecondition);
   EXPECT_EQ(ErrorOf([&] { dict.set("a", at::ones({20}, at::kLong)); }).code(),
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(ErrorOf([&] { dict.fill({"b"}, 2.0); }).code(), StatusCode::kFailedPrecondition);
-  // Not even by a leaf without row bytes: the record's rows would go.
   EXPECT_EQ(ErrorOf([&] { dict.set("a", at::ones({20, 0}, at::kLong)); }).code(),
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(NamespaceSnapshot("e2e"), before);
   EXPECT_EQ(dict.keys(), (std::vector<Key>{"a", "b"}));
 
-  // Rows go on being written, and ring appends too.
+  // A leaf made after the record formed keeps rows of its own beside it:
+  // by an indexed write (zero-filled elsewhere, as in any dict), or whole.
+  dict.set_index(Index(1), "c", at::full({}, 5.0f));
+  at::Tensor c = at::zeros({20}, at::kFloat);
+  c[1] = 5.0f;
+  EXPECT_TRUE(SameBytes(dict.get("c"), c));
+  dict.set("d", at::arange(20, at::kInt));
+  dict.fill({"d"}, 3.0);
+  EXPECT_TRUE(SameBytes(dict.get("d"), at::full({20}, 3, at::kInt)));
+  // A row read of every leaf takes the record's and the others' cells.
+  LocalDict got = dict.index(Index(std::vector<int64_t>{9, 1}));
+  EXPECT_TRUE(SameBytes(got.at("a"), at::tensor({1, 0}, at::kLong)));
+  EXPECT_TRUE(SameBytes(got.at("c"), at::tensor({0.0f, 5.0f})));
+  EXPECT_TRUE(SameBytes(got.at("d"), at::tensor({3, 3}, at::kInt)));
+
+  // Rows go on being written, and ring appends too, across both kinds.
   EXPECT_EQ(dict.append_ring({{"a", at::full({15}, 7, at::kLong)}}, "cursor", "count").start, 0);
-  EXPECT_EQ(dict.append_ring({{"a", at::full({15}, 8, at::kLong)}}, "cursor", "count").start, 15);
+  EXPECT_EQ(dict.append_ring({{"a", at::full({15}, 8, at::kLong)}, {"c", at::full({15}, 1.0f)}},
+                             "cursor", "count")
+                .start,
+            15);
   at::Tensor expected = at::full({20}, 8, at::kLong);  // wrapped: rows 15..19, 0..9
   expected.slice(0, 10, 15).fill_(7);
   EXPECT_TRUE(SameBytes(dict.get("a"), expected));
   EXPECT_EQ(dict.get("b").sum().item<float>(), 12.0f);  // the other leaf's rows stay
+  EXPECT_EQ(dict.get("c").sum().item<float>(), 15.0f);
   dict.core().drop();
 }
 

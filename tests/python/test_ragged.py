@@ -226,10 +226,6 @@ def test_refusals_write_nothing(addr):
             store["obs"] = ["a", torch.ones(2)]
         with pytest.raises(TypeError):  # text rows into a ragged leaf
             store[0:2] = TensorDict({"obs": NonTensorStack("a", "b")}, [2])
-        with pytest.raises(ValueError, match="dim 0"):
-            TensorDictStore.from_tensordict(
-                lazy_stack([TensorDict({"x": torch.ones(2, i + 1)}, [2]) for i in range(3)], 1),
-                addr=addr)
         assert_same_stack(store.to_local(), list(before.tensordicts))
         # tdstored itself: a ragged leaf must name its cells' dtype, have a
         # batch dim and slots; it is never created from rows.
@@ -426,5 +422,28 @@ def test_fills_set_ragged_cells_as_tensordict_fills_a_lazy_stack(addr):
         assert_same_stack(store.to_local(), [local[i] for i in range(7)])
         with pytest.raises(RuntimeError):
             store.fill_("obs", torch.ones(2))
+    finally:
+        store.drop()
+
+
+def test_a_lazy_stack_along_dim_1_keeps_a_tensor_per_cell(addr):
+    """A lazy stack along dim 1 whose elements differ in shape (torchrl's
+    [env, time] stacks): every batch cell's tensor comes back as it was,
+    through whole reads and indexed reads."""
+    g = torch.Generator().manual_seed(4)
+    local = lazy_stack([TensorDict({"x": torch.randn(2, i + 1, generator=g),
+                                    "y": torch.randn(2, 3, generator=g)}, [2])
+                        for i in range(3)], 1)
+    store = TensorDictStore.from_tensordict(local, addr=addr)
+    try:
+        assert store.batch_size == torch.Size([2, 3])
+        assert torch.equal(store["y"], local["y"])
+        for row in range(2):
+            for col in range(3):
+                assert torch.equal(store[row, col]["x"], local[row, col]["x"]), (row, col)
+        got = store[torch.tensor([1, 0])]
+        for row, want_row in enumerate((1, 0)):
+            for col in range(3):
+                assert torch.equal(got[row, col]["x"], local[want_row, col]["x"])
     finally:
         store.drop()

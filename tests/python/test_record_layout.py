@@ -55,7 +55,37 @@ def test_random_rows_match_a_local_tensordict(new_store):
     assert torch.equal(store["obs"], model["obs"])
 
 
-def test_a_formed_record_refuses_new_and_whole_leaves_writing_nothing(client):
+def test_a_record_dict_of_two_batch_dims_matches_a_local_tensordict(new_store):
+    """A record is a row of batch dim 0 with every leaf's cells of the other
+    batch dims in it (a [time, env] replay buffer): random reads and writes
+    over both dims, then a resize of dim 0, match a local TensorDict."""
+    rng = random.Random(11)
+    gen = torch.Generator().manual_seed(11)
+    n, envs = 23, 3
+    model = _rows(gen, n * envs).reshape(n, envs)
+    store = new_store((n, envs), rows_per_block=4, layout="record")
+    store[:] = model
+    for step in range(40):
+        # Over dim 1 an int or a slice (two position tensors would have to
+        # broadcast together).
+        env = rng.choice([rng.randrange(envs), slice(rng.randrange(envs), None)])
+        idx = (random_index(rng, n), env) if rng.random() < 0.5 else random_index(rng, n)
+        selected = model[idx]
+        if rng.random() < 0.5:
+            values = _rows(gen, max(selected.numel(), 1)).reshape(selected.shape) \
+                if selected.batch_dims else _rows(gen, 1)[0]
+            store[idx] = values
+            model[idx] = values
+        read = (random_index(rng, n), slice(None)) if rng.random() < 0.5 else random_index(rng, n)
+        got = store[read]
+        _assert_same(got.to_local() if hasattr(got, "to_local") else got, model[read], step)
+    _assert_same(store.to_local(), model, "whole leaves")
+    store.resize_(n + 5)
+    grown = torch.cat([model, torch.zeros_like(model[:5])])
+    _assert_same(store.to_local(), grown, "after the resize")
+
+
+def test_a_formed_record_keeps_its_leaves_by_rows_and_new_keys_beside_it(client):
     store = tdstore.TensorDictStore.from_schema(
         {"obs": ((4,), torch.float32), "action": ((), torch.int64)}, batch_size=[10],
         client=client, layout="record")
@@ -63,20 +93,31 @@ def test_a_formed_record_refuses_new_and_whole_leaves_writing_nothing(client):
         assert store.layout == "record"
         store[2:5] = TensorDict({"obs": torch.ones(3, 4), "action": torch.arange(3)}, [3])
         before = store.to_local()
+        # The record's leaves are written by rows: refused whole or filled,
+        # with nothing written.
         with pytest.raises(tdstore.FailedPreconditionError, match="record"):
             store["obs"] = torch.zeros(10, 4)
-        with pytest.raises(tdstore.FailedPreconditionError, match="record"):
-            store[0] = TensorDict({"new": torch.ones(())}, [])
         with pytest.raises(tdstore.FailedPreconditionError):
             store.zero_()
         assert sorted(store.keys()) == ["action", "obs"]
         _assert_same(store.to_local(), before, "after refusals")
-        # Rows still go in, and a leaf can go.
-        store[7] = TensorDict({"obs": torch.full((4,), 2.0), "action": torch.tensor(9)}, [])
+        # A new key is made beside the record, zero-filled elsewhere, as in a
+        # default dict; a row write of every leaf then takes both.
+        store[0] = TensorDict({"new": torch.ones(())}, [])
+        store[7] = TensorDict({"obs": torch.full((4,), 2.0), "action": torch.tensor(9),
+                               "new": torch.tensor(3.0)}, [])
+        want = before.clone()
+        want["new"] = torch.zeros(10)
+        want["new"][0], want["new"][7] = 1.0, 3.0
+        want[7] = TensorDict({"obs": torch.full((4,), 2.0), "action": torch.tensor(9),
+                              "new": torch.tensor(3.0)}, [])
+        _assert_same(store.to_local(), want, "a new key")
+        _assert_same(store[torch.tensor([7, 0, 3])], want[torch.tensor([7, 0, 3])], "rows")
+        store["new"] = torch.arange(10.0)  # a leaf outside the record is written whole
         del store["obs"]
-        want = before["action"].clone()
-        want[7] = 9
-        assert torch.equal(store["action"], want)
+        want["new"] = torch.arange(10.0)
+        del want["obs"]
+        _assert_same(store.to_local(), want, "after a whole write and a delete")
     finally:
         client.drop(store.name)
 

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 import torch
-from tensordict import TensorDict, tensorclass
+from tensordict import LazyStackedTensorDict, TensorDict, tensorclass
 from torchrl.data import (LazyTensorStorage, ReplayBuffer, SliceSampler,
                           TensorDictReplayBuffer)
 
@@ -144,19 +144,24 @@ def _collector(name, addr, start, n, chunk):
         rb.extend(batch(s, min(chunk, start + n - s)))
 
 
+def _run_in_processes(target, args_each):
+    """Runs ``target(*args)`` for each of ``args_each`` in spawned processes
+    at once, and waits for all: each must exit 0."""
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=target, args=args) for args in args_each]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+
+
 def test_two_collector_processes_and_a_learner_share_one_buffer(addr):
     name = f"rb-test-{uuid.uuid4().hex}"
     learner = ReplayBuffer(storage=TdStoreStorage(1000, name=name, addr=addr), batch_size=32)
     assert len(learner) == 0
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_collector, args=(name, addr, k * 10_000, 300, 7))
-             for k in range(2)]
     try:
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(120)
-            assert p.exitcode == 0
+        _run_in_processes(_collector, [(name, addr, k * 10_000, 300, 7) for k in range(2)])
         # One length for every process; every row landed once, none lost
         # to the other collector.
         assert len(learner) == 600
@@ -297,8 +302,8 @@ def test_torchrls_storage_keywords_mean_what_they_mean_there(addr):
                              checkpointer=None)
     assert storage.shared_init and storage.consolidated and not storage._compilable
     # Refused at construction, naming the keyword; nothing is created.
-    with pytest.raises(NotImplementedError, match="ndim=2"):
-        TdStoreStorage(8, addr=addr, ndim=2)
+    with pytest.raises(ValueError, match="ndim=0"):
+        TdStoreStorage(8, addr=addr, ndim=0)
     with pytest.raises(TypeError, match="no_such_keyword"):
         TdStoreStorage(8, addr=addr, no_such_keyword=True)
     assert set(tdstore.Client(addr).list()) == names
@@ -311,5 +316,171 @@ def test_torchrls_storage_keywords_mean_what_they_mean_there(addr):
         with pytest.raises(ValueError, match="existsok=False"):
             again.extend(batch(3, 2))
         assert len(rb) == 3
+    finally:
+        storage.store.drop()
+
+
+def _steps(collector: int, start: int, n: int, envs: int = 3, episode_len: int = 7):
+    """Steps start .. start + n - 1 of ``envs`` environments of one collector,
+    batch [envs, n] as a parallel collector produces them; each environment's
+    episodes are ``episode_len`` steps long, with ids unique across
+    collectors and environments."""
+    step = torch.arange(start, start + n).expand(envs, n)
+    env = torch.arange(envs)[:, None].expand(envs, n)
+    episode = collector * 1_000_000 + env * 10_000 + step // episode_len
+    return TensorDict({"step": step.clone(), "episode": episode,
+                       "obs": step[..., None].float().expand(envs, n, 2).clone(),
+                       "next": {"done": (step % episode_len == episode_len - 1)[..., None]}},
+                      [envs, n])
+
+
+@pytest.mark.parametrize("sampler", ["slice", "slice_without_replacement"])
+def test_slice_samplers_on_a_two_dim_buffer_sample_what_they_sample_on_lazy_tensor_storage(
+        addr, sampler):
+    """ndim=2: the same extends into TdStoreStorage and LazyTensorStorage, then
+    SliceSampler / SliceSamplerWithoutReplacement with generators seeded
+    alike draw the same slices, wrap-around included."""
+    from torchrl.data import SliceSamplerWithoutReplacement
+
+    make = {"slice": lambda: SliceSampler(num_slices=4, traj_key="episode"),
+            "slice_without_replacement": lambda: SliceSamplerWithoutReplacement(
+                num_slices=4, traj_key="episode")}[sampler]
+    storage = TdStoreStorage(90, addr=addr, ndim=2)
+    ours = TensorDictReplayBuffer(storage=storage, sampler=make(), batch_size=16,
+                                  generator=torch.Generator().manual_seed(3))
+    theirs = TensorDictReplayBuffer(storage=LazyTensorStorage(90, ndim=2), sampler=make(),
+                                    batch_size=16, generator=torch.Generator().manual_seed(3))
+    try:
+        start = 0
+        for n in (8, 11, 9, 6, 12):  # 46 steps of 3 envs in 30 rows: wraps around
+            a, b = ours.extend(_steps(0, start, n)), theirs.extend(_steps(0, start, n))
+            assert torch.equal(a, b)
+            start += n
+            assert storage.shape == theirs.storage.shape and len(ours) == len(theirs)
+            for _ in range(3):
+                try:
+                    want = theirs.sample()
+                except RuntimeError:  # ran out (without replacement): both do
+                    with pytest.raises(RuntimeError):
+                        ours.sample()
+                    continue
+                got = ours.sample()
+                assert got.batch_size == want.batch_size  # fewer once run out (without replacement)
+                for key in ("step", "episode", "obs", ("next", "done"), "index"):
+                    assert torch.equal(got[key], want[key]), key
+    finally:
+        storage.store.drop()
+
+
+def _collector_2d(name, addr, collector, steps, chunk):
+    rb = ReplayBuffer(storage=TdStoreStorage(3000, name=name, addr=addr, ndim=2),
+                      writer=TdStoreWriter())
+    for s in range(0, steps, chunk):
+        rb.extend(_steps(collector, s, chunk))
+
+
+def test_two_collector_processes_extend_one_two_dim_buffer_a_learner_slices(addr):
+    """Two collectors (processes) extend one ndim=2 buffer of [time, env]
+    rows; the learner's SliceSampler cuts slices of consecutive steps of one
+    episode of one environment of one collector, every time."""
+    name = f"rb-test-{uuid.uuid4().hex}"
+    try:
+        _run_in_processes(_collector_2d, [(name, addr, k, 200, 10) for k in (1, 2)])
+        learner = TensorDictReplayBuffer(
+            storage=TdStoreStorage(3000, name=name, addr=addr, ndim=2),
+            sampler=SliceSampler(num_slices=8, traj_key="episode"), batch_size=40)
+        assert len(learner) == 2 * 200 * 3 and learner.storage.shape == torch.Size([400, 3])
+        rows = learner.storage.get(slice(None))
+        # Every step of every collector landed once.
+        for k in (1, 2):
+            mine = rows["episode"] // 1_000_000 == k
+            assert sorted(rows["step"][mine].tolist()) == sorted(list(range(200)) * 3)
+        for _ in range(20):
+            sample = learner.sample()
+            for piece in sample.reshape(8, 5).unbind(0):
+                assert len(set(piece["episode"].tolist())) == 1
+                steps = piece["step"]
+                assert torch.equal(steps, torch.arange(int(steps[0]), int(steps[0]) + 5))
+                assert torch.equal(piece["obs"][:, 0].long(), steps)
+    finally:
+        TensorDictStore.from_store(name, addr=addr).drop()
+
+
+def test_writer_state_is_the_dicts_in_every_process(addr, tmp_path):
+    """TdStoreWriter's _cursor, _write_count and state_dict are the dict's:
+    after two collector processes extended one buffer, a third writer reads
+    the totals; setting them (load_state_dict, loads) sets them for every
+    writer; empty() keeps or zeroes the write count as torchrl's does."""
+    name = f"rb-test-{uuid.uuid4().hex}"
+    try:
+        _run_in_processes(_collector, [(name, addr, k * 10_000, 600, 7) for k in range(2)])
+        rb = ReplayBuffer(storage=TdStoreStorage(1000, name=name, addr=addr),
+                          writer=TdStoreWriter())
+        writer = rb.writer
+        assert writer._write_count == 1200 and writer._cursor == 1200 % 1000
+        assert writer.state_dict() == {"_cursor": 200, "_write_count": 1200}
+        assert len(rb) == 1000 and rb.storage._is_full
+        # Another writer (another process would be the same) sees what this
+        # one does.
+        other = ReplayBuffer(storage=TdStoreStorage(1000, name=name, addr=addr),
+                             writer=TdStoreWriter())
+        index = rb.extend(batch(0, 5))
+        assert torch.equal(index, torch.arange(200, 205))
+        assert other.writer.state_dict() == {"_cursor": 205, "_write_count": 1205}
+        other.writer.load_state_dict({"_cursor": 990, "_write_count": 7})
+        assert writer._cursor == 990 and writer._write_count == 7
+        assert torch.equal(rb.extend(batch(0, 20)), torch.arange(990, 1010) % 1000)
+        assert writer.state_dict() == {"_cursor": 10, "_write_count": 27}
+        rb.dumps(tmp_path)
+        clone = pickle.loads(pickle.dumps(writer))
+        assert clone.state_dict() == writer.state_dict()
+        # empty(): the length and cursor go to 0; the write count as asked.
+        rb.empty(empty_write_count=False)
+        assert len(rb) == 0 and writer.state_dict() == {"_cursor": 0, "_write_count": 27}
+        rb.extend(batch(0, 3))
+        assert writer.state_dict() == {"_cursor": 3, "_write_count": 30}
+        rb.empty()
+        assert writer.state_dict() == {"_cursor": 0, "_write_count": 0}
+        rb.loads(tmp_path)  # the writer's state as dumped
+        assert writer.state_dict() == {"_cursor": 10, "_write_count": 27}
+    finally:
+        TensorDictStore.from_store(name, addr=addr).drop()
+
+
+def _cells(td):
+    """Every batch cell's TensorDict of ``td`` (a lazy stack whose entries may
+    differ in shape), C order."""
+    if td.batch_dims == 0:
+        return [td]
+    return [cell for row in td.unbind(0) for cell in _cells(row)]
+
+
+@pytest.mark.parametrize("writer", ["default", "tdstore"])
+def test_lazy_stacks_along_dim_1_are_kept_as_lazy_tensor_storage_keeps_them(addr, writer):
+    """Rows that are lazy stacks along dim 1 whose entries differ in shape (a
+    key of [4, 8] in one element, [3, 8] in the other): every cell comes back
+    as LazyTensorStorage gives it, through get and sample."""
+    g = torch.Generator().manual_seed(2)
+    storage = TdStoreStorage(6, addr=addr)
+    ours = ReplayBuffer(storage=storage, batch_size=3, generator=torch.Generator().manual_seed(1),
+                        **({"writer": TdStoreWriter()} if writer == "tdstore" else {}))
+    theirs = ReplayBuffer(storage=LazyTensorStorage(6), batch_size=3,
+                          generator=torch.Generator().manual_seed(1))
+    try:
+        for n in (5, 4):  # 9 rows into 6: wraps around
+            rows = LazyStackedTensorDict(
+                TensorDict(a=torch.randn(n, 4, 8, generator=g), b=torch.randn(n, generator=g),
+                           batch_size=[n]),
+                TensorDict(a=torch.randn(n, 3, 8, generator=g), b=torch.randn(n, generator=g),
+                           batch_size=[n]), stack_dim=1)
+            ours.extend(rows)
+            theirs.extend(rows)
+            assert len(ours) == len(theirs)
+        for got, want in ((storage.get(torch.tensor([4, 0, 2])),
+                           theirs.storage.get(torch.tensor([4, 0, 2]))),
+                          (ours.sample(), theirs.sample())):
+            assert got.batch_size == want.batch_size
+            for a, b in zip(_cells(got), _cells(want)):
+                assert torch.equal(a["a"], b["a"]) and torch.equal(a["b"], b["b"])
     finally:
         storage.store.drop()

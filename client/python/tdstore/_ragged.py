@@ -78,20 +78,26 @@ def _leaf_keys(td) -> set:
     return out
 
 
-def _check_stacked_on_dim_0(td) -> None:
-    if isinstance(td, LazyStackedTensorDict):
-        if td.stack_dim != 0:
-            raise ValueError(f"a lazy stack along dim {td.stack_dim} cannot be stored: "
-                             "TensorDictStore keeps lazy stacks along dim 0 (restack it)")
-        for sub in td.tensordicts:
-            _check_stacked_on_dim_0(sub)
+def _stacked_on_dim_0(td):
+    """``td`` with every lazy stack in it along dim 0: a stack along dim d > 0
+    becomes the stack of its rows along dim 0 (each row a stack along dim
+    d - 1 of the elements' rows), so its plain elements come in the C order
+    of the batch cells. Views; nothing is copied."""
+    if not isinstance(td, LazyStackedTensorDict):
+        return td
+    if td.stack_dim != 0:
+        return LazyStackedTensorDict(*(_stacked_on_dim_0(row) for row in td.unbind(0)),
+                                     stack_dim=0)
+    return LazyStackedTensorDict(*(_stacked_on_dim_0(sub) for sub in td.tensordicts),
+                                 stack_dim=0)
 
 
 def flatten_lazy_stack(td: LazyStackedTensorDict, path: tuple, out: list) -> list:
-    """Append ``(path, tensor or Values)`` for every leaf of the lazy stack:
-    a dense tensor where every element's shape agrees, a ragged leaf where
-    they differ, a non-tensor stack for non-tensor entries."""
-    _check_stacked_on_dim_0(td)
+    """Append ``(path, tensor or Values)`` for every leaf of the lazy stack
+    (along any dim): a dense tensor where every element's shape agrees, a
+    ragged leaf (a tensor per batch cell) where they differ, a non-tensor
+    stack for non-tensor entries."""
+    td = _stacked_on_dim_0(td)
     elements = _plain_elements(td)
     if not elements:
         return out
