@@ -484,3 +484,29 @@ def test_lazy_stacks_along_dim_1_are_kept_as_lazy_tensor_storage_keeps_them(addr
                 assert torch.equal(a["a"], b["a"]) and torch.equal(a["b"], b["b"])
     finally:
         storage.store.drop()
+
+
+@pytest.mark.parametrize("rows", ["tensordict", "tensor"])
+def test_a_lazy_tensor_storage_state_dict_loads_into_tdstore(addr, rows):
+    """A buffer checkpointed on LazyTensorStorage (its state_dict holds the
+    rows) loads into a buffer on TdStoreStorage: the same rows at the same
+    positions, the same length and cursor, wrap-around included; the buffer
+    then goes on as the original does."""
+    make = (lambda s, n: batch(s, n)) if rows == "tensordict" else \
+        (lambda s, n: torch.arange(s, s + n).float()[:, None].expand(n, 3).clone())
+    theirs = ReplayBuffer(storage=LazyTensorStorage(20), batch_size=4)
+    for s, n in ((0, 7), (7, 9), (16, 8)):  # 24 rows into 20
+        theirs.extend(make(s, n))
+    storage = TdStoreStorage(20, addr=addr)
+    ours = ReplayBuffer(storage=storage, batch_size=4)
+    try:
+        ours.load_state_dict(theirs.state_dict())
+        assert len(ours) == len(theirs) == 20 and ours.writer._cursor == theirs.writer._cursor
+        got, want = storage.get(slice(None)), theirs.storage.get(slice(None))
+        assert (got == want).all() if rows == "tensordict" else torch.equal(got, want)
+        ours.extend(make(24, 3))
+        theirs.extend(make(24, 3))
+        got, want = storage.get(slice(None)), theirs.storage.get(slice(None))
+        assert (got == want).all() if rows == "tensordict" else torch.equal(got, want)
+    finally:
+        storage.store.drop()

@@ -257,9 +257,10 @@ class TensorDictStore(StoreWrites, TensorDictBase):
     (token, tls..., timeout, retry_for). ``rows_per_block``/``part_bytes``
     set the storage blocks (0: tdstored's defaults). ``layout="record"``
     keeps each row's leaves together, one range per row, for sample-heavy
-    dicts such as replay buffers: its leaves come from its first indexed
-    write (or :meth:`from_schema`) and are then fixed, and they are written
-    by rows (``td[:] = ...``), not whole (docs/python.md, *Record dicts*).
+    dicts such as replay buffers: the record holds the leaves of its first
+    indexed write (or :meth:`from_schema`), written by rows (``td[:] =
+    ...``), not whole; a key written later keeps rows of its own beside it
+    (docs/python.md, *Record dicts*).
 
     ``device``: where read tensors land (``None``: CPU). Writes accept
     tensors on any device.

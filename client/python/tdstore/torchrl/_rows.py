@@ -129,9 +129,15 @@ def _stacked(items: list):
         return torch.stack(items)
     flat = [tree_flatten(x) for x in items]
     spec = flat[0][1]
-    if any(s != spec for _, s in flat):
-        raise RuntimeError("the rows of a list must have the same structure to be stacked")
-    return tree_unflatten([torch.stack(leaves) for leaves in zip(*(f for f, _ in flat))], spec)
+    try:
+        if any(s != spec for _, s in flat):
+            raise ValueError("the elements differ in structure")
+        return tree_unflatten([torch.stack(leaves) for leaves in zip(*(f for f, _ in flat))],
+                              spec)
+    except (RuntimeError, ValueError) as err:  # torchrl's words, for code that matches them
+        raise RuntimeError(f"Stacking the elements of the list resulted in an error: {err}. "
+                           "The elements of a list given to extend must have the same "
+                           "structure and shapes.") from err
 
 
 def imported_class(name: str):

@@ -10,7 +10,7 @@ import time
 import uuid
 
 import torch
-from tensordict import is_tensor_collection
+from tensordict import TensorDict, is_tensor_collection
 from torch.utils._pytree import tree_map
 from torchrl.data.replay_buffers.storages import Storage, StoreStorage, TensorStorage
 
@@ -477,6 +477,13 @@ class TdStoreStorage(StoreStorage):
                 "ndim": self.ndim, "handle": self.handle}
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """Reopens the dict a TdStoreStorage's state_dict names; or, given the
+        state_dict of one of torchrl's tensor storages (the rows are in it:
+        ``LazyTensorStorage``, ``LazyMemmapStorage``), writes its rows into
+        this storage's dict at the same positions, with its length."""
+        if "_storage" in state_dict:
+            self._load_rows(state_dict)
+            return
         if int(state_dict["max_size"]) != self._asked_max_size:
             raise ValueError(f"state_dict is of a storage of {state_dict['max_size']} rows, "
                              f"not {self._asked_max_size}")
@@ -495,6 +502,20 @@ class TdStoreStorage(StoreStorage):
             self._check_fits(store)
             self._store = store
         self._bump_mutation_revision()
+
+    def _load_rows(self, state_dict: dict) -> None:
+        if not state_dict.get("initialized", True) or int(state_dict.get("_len", 0)) == 0:
+            self._empty()
+            return
+        data = state_dict["_storage"]
+        if isinstance(data, dict):  # a TensorDict's state_dict
+            data = TensorDict().load_state_dict(data, strict=False)
+        first_rows = data.shape[1:self.ndim]
+        rows = min(-(-int(state_dict["_len"]) // math.prod(first_rows)), data.shape[0])
+        self.set(slice(0, rows), data[:rows], set_cursor=False)
+        set_counter(self._opened(), WRITTEN, rows)
+        self._rows_read = (-1.0, 0)
+        self._full = False
 
     def dumps(self, path):
         """Writes which dict holds the rows to ``path``/tdstore_storage.json;
