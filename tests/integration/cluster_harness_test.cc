@@ -225,8 +225,12 @@ TEST(RedisClusterProcessTest, RoutesFailsOverReshardsAndStops) {
     ASSERT_TRUE(restarted.ok()) << restarted;
     EXPECT_EQ(cluster.port(dead), old_master);
     // A restarted, failed-over master rejoins through gossip (an UPDATE from
-    // its replacement); on a loaded machine that took more than 10 s once.
-    ok = cluster.WaitForClusterOk(std::chrono::seconds(30));
+    // its replacement); on a loaded machine that took more than 10 s once,
+    // and once (a fresh-clone CI beside builds and benchmarks, 2026-12-04)
+    // the replacement reported cluster_state:fail for all of 30 s. Gossip
+    // converges eventually, with no bound Redis states: the wait is for
+    // that, and when it runs out it now says what the node saw.
+    ok = cluster.WaitForClusterOk(std::chrono::seconds(90));
     ASSERT_TRUE(ok.ok()) << ok;
     ok = cluster.WaitForReplicasInSync(std::chrono::seconds(30));
     ASSERT_TRUE(ok.ok()) << ok;

@@ -591,7 +591,14 @@ std::string RedisClusterProcess::ClusterProblem() const {
     const std::string info = TextOn(port, creds, {"CLUSTER", "INFO"}, &error);
     if (!error.empty()) return node + ": CLUSTER INFO: " + error;
     if (InfoField(info, "cluster_state") != "ok") {
-      return node + ": cluster_state:" + InfoField(info, "cluster_state");
+      // What the node sees, so that a wait that runs out says why: which
+      // slots it counts failing, and its view of every node.
+      std::string why = node + ": cluster_state:" + InfoField(info, "cluster_state");
+      for (const char* field : {"cluster_slots_pfail", "cluster_slots_fail", "cluster_size",
+                                "cluster_current_epoch", "cluster_my_epoch"}) {
+        why += std::string(" ") + field + ":" + InfoField(info, field);
+      }
+      return why + "\n  its CLUSTER NODES:\n" + TextOn(port, creds, {"CLUSTER", "NODES"}, &error);
     }
     if (InfoField(info, "cluster_slots_assigned") != std::to_string(kSlots)) {
       return node + ": cluster_slots_assigned:" + InfoField(info, "cluster_slots_assigned");
