@@ -124,7 +124,10 @@ std::vector<Setting> Settings() {
        }},
       {"redis-password", "(environment only: TDSTORE_REDIS_PASSWORD) the Redis password", "",
        Text(&DaemonConfig::redis_password)},
-      {"redis-server-bin", "redis-server binary for the embedded default", "redis-server",
+      {"redis-server-bin",
+       "redis-server binary for the embedded default (redis-server: the one beside tdstored "
+       "if there is one, as a wheel installs it, else from PATH)",
+       "redis-server",
        Text(&DaemonConfig::redis_server_bin)},
       {"data-dir", "embedded redis-server persists here (append-only file); empty: no persistence",
        "", Text(&DaemonConfig::data_dir)},
@@ -405,6 +408,8 @@ std::string DaemonUsage() {
       "Every setting may be given as a flag, as an environment variable, or as\n"
       "'name = value' in the config file; a flag beats the variable, which beats\n"
       "the file.\n\n"
+      "  --version\n"
+      "      print the version and exit\n"
       "  --config FILE  (env TDSTORE_CONFIG, default '')\n"
       "      read settings from FILE: 'name = value' lines, '#' comments\n";
   for (const Setting& s : Settings()) {
@@ -439,6 +444,10 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, const char* const* argv
       config.help = true;
       continue;
     }
+    if (arg == "--version") {
+      config.version = true;
+      continue;
+    }
     if (arg.rfind("--", 0) != 0) {
       // Not repeated: a stray argument may be a URL with a password in it.
       return absl::InvalidArgumentError(
@@ -464,7 +473,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, const char* const* argv
       flags.emplace_back(name, value);
     }
   }
-  if (config.help) return config;
+  if (config.help || config.version) return config;
 
   // 2. The config file, lowest precedence.
   if (!config_file.empty()) {

@@ -71,6 +71,7 @@ struct DaemonConfig {
   service::ServiceLimits limits;
   store::StoreOptions store;
   bool help = false;
+  bool version = false;  // --version: print the version and exit
 };
 
 // Parses argv (without argv[0]) over the given environment. INVALID_ARGUMENT

@@ -74,6 +74,19 @@ bool WriteReadyFile(const std::string& path, const std::string& text) {
   return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
+// The redis-server for the embedded default: the one named, except that the
+// default name ("redis-server") means the binary beside tdstored's own when
+// there is one (a wheel installs the two together), else PATH's.
+std::string RedisServerBinary(const std::string& named) {
+  if (named != "redis-server") return named;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return named;
+  std::string beside(self, static_cast<size_t>(n));
+  beside = beside.substr(0, beside.rfind('/') + 1) + "redis-server";
+  return access(beside.c_str(), X_OK) == 0 ? beside : named;
+}
+
 int Run(int argc, char** argv) {
   // Buffers of call data (indexed values and selections, up to hundreds of
   // MiB) come and go; glibc's default raises its mmap threshold each time
@@ -109,6 +122,10 @@ int Run(int argc, char** argv) {
     std::fputs(DaemonUsage().c_str(), stdout);
     return 0;
   }
+  if (config->version) {
+    std::printf("tdstored %s\n", TDSTORE_VERSION);
+    return 0;
+  }
   LogLevel log_level = LogLevel::kInfo;
   ParseLogLevel(config->log_level, &log_level);  // ParseDaemonConfig checked the name
   SetLogLevel(log_level);
@@ -133,7 +150,7 @@ int Run(int argc, char** argv) {
   std::string redis_url = config->redis_url;
   if (redis_url.empty()) {
     redis::EmbeddedRedisOptions options;
-    options.binary = config->redis_server_bin;
+    options.binary = RedisServerBinary(config->redis_server_bin);
     options.data_dir = config->data_dir;
     options.maxmemory_bytes = config->redis_maxmemory_bytes > 0
                                   ? config->redis_maxmemory_bytes

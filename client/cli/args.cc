@@ -71,6 +71,10 @@ CommandLine ParseCommandLine(int argc, char** argv) {
       line.help = true;
       continue;
     }
+    if (arg == "--version") {
+      line.version = true;
+      continue;
+    }
     const size_t eq = arg.find('=');
     const std::string spelling = arg.substr(0, eq);
     if (auto flag = FlagOptions().find(spelling); flag != FlagOptions().end()) {

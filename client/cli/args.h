@@ -32,6 +32,7 @@ class CliError : public std::runtime_error {
 
 struct CommandLine {
   bool help = false;
+  bool version = false;  // --version
   std::string command;
   std::vector<std::string> operands;
   // Canonical long name ("addr", "batch-size", "output", ...) -> value.

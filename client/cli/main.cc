@@ -98,6 +98,7 @@ Options:
   -q, --quiet   no progress bar (import, export, cp, and put/get of files of
                 64 MiB or more draw one on stderr when it is a terminal)
   -h, --help    show this help
+  --version     print the version
 
 Exit status: 0 on success, 1 on error, 2 on a malformed command line.
 )";
@@ -171,6 +172,10 @@ int Main(int argc, char** argv) {
     const CommandLine line = ParseCommandLine(argc, argv);
     if (line.help) {
       std::cout << kUsage;
+      return 0;
+    }
+    if (line.version) {
+      std::cout << "tdstore " << TDSTORE_VERSION << "\n";
       return 0;
     }
     const CommandSpec& command = FindCommand(line);

@@ -200,6 +200,20 @@ TEST(DaemonConfig, PasswordsComeFromFileOrEnvironmentAndAreNeverEchoed) {
   EXPECT_EQ(std::string(c.status().message()).find("hunter2"), std::string::npos);
 }
 
+TEST(DaemonConfig, VersionIsAFlagOfItsOwnAndSkipsTheRest) {
+  auto c = Parse({"--version"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->version);
+  EXPECT_FALSE(c->help);
+  // Nothing else is read or checked: a config file that does not exist
+  // does not stop it.
+  c = Parse({"--config", "/no/such/file", "--version"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->version);
+  EXPECT_FALSE(Parse({}).value().version);
+  EXPECT_NE(DaemonUsage().find("--version"), std::string::npos);
+}
+
 TEST(DaemonConfig, HelpListsEverySettingWithItsDefault) {
   const std::string help = DaemonUsage();
   for (const char* name :
