@@ -510,3 +510,47 @@ def test_a_lazy_tensor_storage_state_dict_loads_into_tdstore(addr, rows):
         assert (got == want).all() if rows == "tensordict" else torch.equal(got, want)
     finally:
         storage.store.drop()
+
+
+@tensorclass
+class _TC:
+    a: torch.Tensor
+    b: torch.Tensor
+
+
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_init_and_the_rows_attribute_as_in_lazy_tensor_storage(addr, ndim):
+    """torchrl's ``storage._init(element)`` makes the storage for rows like
+    it, and ``storage._storage`` is where the rows are (torchrl code reads
+    it): same shapes and kinds as LazyTensorStorage on random element
+    shapes, nothing written; ``_storage`` is the dict, read-only."""
+    gen = torch.Generator().manual_seed(ndim)
+    for trial in range(6):
+        shape = torch.randint(1, 4, (int(torch.randint(ndim - 1, 3, (), generator=gen)),),
+                              generator=gen).tolist()
+        kind = ["tensordict", "tensorclass"][trial % 2]
+        td = TensorDict({"a": torch.rand(*shape, 2, generator=gen),
+                         "b": {"c": torch.rand(shape, generator=gen)}}, shape)
+        element = td if kind == "tensordict" else _TC(a=td["a"], b=td["b", "c"],
+                                                      batch_size=shape)
+        theirs = LazyTensorStorage(12, ndim=ndim)
+        ours = TdStoreStorage(12, addr=addr, ndim=ndim, length_ttl=0)
+        try:
+            theirs._init(element)
+            ours._init(element)
+            assert ours.initialized and len(ours) == len(theirs) == 0
+            # (torchrl 0.14.1 sizes an ndim >= 2 storage by the numel of the
+            # element's own dims too; tdstore by the storage dims, as
+            # documented: compared where the element has no dims of its own)
+            lazy_sized = ndim == 1 or len(shape) == ndim - 1
+            assert ours._storage.shape == theirs._storage.shape or not lazy_sized, (shape, kind)
+            assert ours._storage.shape[1:] == torch.Size(shape)
+            assert type(ours._storage).__name__ == (
+                "_TC" if kind == "tensorclass" else "TensorDictStore")
+            assert ours.max_size == ours._storage.shape[:ndim].numel()
+            assert ours.max_size == theirs.max_size or not lazy_sized
+            with pytest.raises(AttributeError):
+                ours._storage = None
+        finally:
+            ours.store.drop()
+    assert TdStoreStorage(12, addr=addr)._storage is None  # before the first write

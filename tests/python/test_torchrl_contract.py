@@ -67,13 +67,20 @@ def _rows(kind: str, n: int, start: int, envs: int | None):
 # max_size is checked against the documented figure.
 TORCHRL_OVERSIZED = {"tensordict_with_row_dims", "tensor", "dict", "tuple", "list of dicts"}
 
+# The kinds whose rb[:] torchrl's ReplayBuffer can assign into (a pytree's
+# rb[:] is a dict or tuple, in torchrl's storages too).
+ASSIGNABLE = {"tensordict", "tensordict_with_row_dims", "tensorclass", "tensor"}
+
 KINDS = ["tensordict", "tensordict_with_row_dims", "tensorclass", "tensor", "dict", "tuple",
          "list of dicts", "list of tensordicts"]
 
 
 def _same(got, want, what):
     """``got`` is what ``want`` is: type, batch, keys and values."""
-    assert type(got) is type(want), (what, type(got), type(want))
+    # rb[:] of a tdstore buffer is a TensorDict or tensor subclass that
+    # writes indexed assignments through (tdstore.torchrl._snapshot).
+    assert type(got) is type(want) or type(got).__bases__[0] is type(want), \
+        (what, type(got), type(want))
     if isinstance(want, torch.Tensor) and not is_tensor_collection(want):
         assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape)
         assert torch.equal(got, want), what
@@ -104,7 +111,8 @@ def _state(rb) -> dict:
     storage, writer = rb.storage, rb.writer
     out = {"len": len(rb), "len_storage": len(storage), "cursor": int(writer._cursor),
            "write_count": int(writer._write_count),
-           "writer_state": {k: v for k, v in writer.state_dict().items()},
+           "writer_state": {k: v.tolist() if isinstance(v, torch.Tensor) else v
+                            for k, v in writer.state_dict().items()},
            "last_cursor": storage._last_cursor_index, "full": bool(storage._is_full)}
     if len(storage):
         out["max_size"] = storage.max_size
@@ -160,6 +168,35 @@ def _index_for(rng, n0: int, ndim: int, inner: int):
             torch.tensor([rng.randrange(inner) for _ in range(k)]))
 
 
+def _assign_index(rng, n0: int, envs: int | None):
+    """A random index into the buffer as ``rb[...]`` shows it (``[envs, n0]``
+    for a two-dim storage, torchrl's ReplayBuffer transposing it), without
+    repeated positions: a multi-dim one is written through ``rb[:]``."""
+    def along(n):
+        pick = rng.choice(["int", "neg", "slice", "positions", "all"])
+        if pick == "int":
+            return rng.randrange(n)
+        if pick == "neg":
+            return -1 - rng.randrange(n)
+        if pick == "slice":
+            a = rng.randrange(n)
+            return slice(a, rng.randrange(a, n + 1) or None, rng.choice([1, 2]))
+        if pick == "positions":
+            return torch.tensor(rng.sample(range(n), rng.randint(1, min(n, 4))))
+        return slice(None)
+    if envs is None:
+        return along(n0)
+    return (along(envs), along(n0)) if rng.random() < 0.7 else along(envs)
+
+
+def _assigned(rb, index, kind: str):
+    """``rb[index] = `` what is there, changed (so both buffers get the same
+    value, shaped as the selection)."""
+    value = rb[:][index]
+    change = lambda x: ~x if x.dtype == torch.bool else x + 100  # noqa: E731
+    return change(value) if kind == "tensor" else value.apply(change)
+
+
 def _run(addr, kind, ndim, writer, seed):
     rng = random.Random(seed)
     envs = None if ndim == 1 else rng.randint(2, 3)
@@ -176,7 +213,8 @@ def _run(addr, kind, ndim, writer, seed):
     start = 0
     try:
         for step in range(14):
-            op = rng.choice(["extend", "extend", "extend", "add", "set", "get", "get", "sample"])
+            op = rng.choice(["extend", "extend", "extend", "add", "set", "assign", "get", "get",
+                             "sample"])
             what = (kind, ndim, writer, seed, step, op)
             if oversized and start + 9 >= dim0:
                 op = rng.choice(["set", "get", "sample"])  # no wrap-around (above)
@@ -219,7 +257,14 @@ def _run(addr, kind, ndim, writer, seed):
                 def set_rows(rb, at=at, data=data):
                     rb.storage[at] = data
                 _both(ours, theirs, what, set_rows)
-            elif op == "get":
+            elif op == "assign" and kind in ASSIGNABLE:
+                # rb[i] = v, and rb[i, j] = v, which torchrl's ReplayBuffer
+                # writes into rb[:] (a view of LazyTensorStorage; a copy of
+                # a tdstore buffer that writes through)
+                index = _assign_index(rng, theirs.storage._len_along_dim0, envs)
+                value = _assigned(theirs, index, kind)
+                _both(ours, theirs, (*what, index), lambda rb: rb.__setitem__(index, value))
+            elif op in ("get", "assign"):
                 n0 = theirs.storage._len_along_dim0
                 index = _index_for(rng, n0, ndim, envs or 1)
                 _both(ours, theirs, (*what, index), lambda rb: rb.storage.get(index))
@@ -258,3 +303,117 @@ def test_the_storage_contract_on_random_sequences(addr, kind, ndim, writer):
     # Most calls are taken: the comparison is of results, not of refusals.
     assert len(REFUSED) <= 6, REFUSED
     assert NEW_KEYS or kind != "tensordict"
+
+
+@pytest.mark.parametrize("kind", sorted(ASSIGNABLE))
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_assignments_through_rb_all_rows_reach_the_buffer(addr, kind, ndim):
+    """``rb[i, j] = v`` (torchrl writes it into ``rb[:]``) and ``rb[:][i] =
+    v``, on random indices: the buffer holds what LazyTensorStorage's
+    holds, and what is derived from ``rb[:]`` (``rb[:][0]``) stays a copy."""
+    rng = random.Random(zlib.crc32(f"assign {kind} {ndim}".encode()))
+    envs = None if ndim == 1 else 3
+    storage = TdStoreStorage(30, addr=addr, ndim=ndim, length_ttl=0)
+    ours = ReplayBuffer(storage=storage)
+    theirs = ReplayBuffer(storage=LazyTensorStorage(30, ndim=ndim))
+    try:
+        data = _rows(kind, 7, 0, envs)  # a part of the buffer: rb[:] is its first rows
+        _both(ours, theirs, "extend", lambda rb: rb.extend(data))
+        for step in range(25):
+            n0 = theirs.storage._len_along_dim0
+            index = _assign_index(rng, n0, envs)
+            if not isinstance(index, tuple) and kind == "tensordict_with_row_dims":
+                index = (index, rng.randrange(2))  # into the rows' own dim
+            value = _assigned(theirs, index, kind)
+            if rng.random() < 0.5 and (ndim == 1 or isinstance(index, tuple)):
+                _both(ours, theirs, (step, index), lambda rb: rb.__setitem__(index, value))
+            else:
+                def assign(rb):
+                    rb[:][index] = value
+                _both(ours, theirs, (step, "rb[:]", index), assign)
+            _same(ours[:], theirs[:], (step, index))
+            assert len(ours) == len(theirs)
+        derived = ours[:][0]
+        before = theirs[:]
+        derived[...] = 0 if kind != "tensorclass" else derived.apply(torch.zeros_like)
+        _same(ours[:], before, "a copy derived from rb[:] is not written through")
+    finally:
+        if storage.store is not None:
+            storage.store.drop()
+
+
+@pytest.mark.parametrize("writer", ["default", "tdstore"])
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_conditional_updates_as_lazy_tensor_storage(addr, ndim, writer):
+    """``update_if_present`` on random samples, with and without a version
+    check, after the slots were partly rewritten: the same records are
+    patched (and reported) as in LazyTensorStorage, and a patch either
+    buffer refuses (a missing key, a dtype, a shape; before the first
+    write) writes nothing."""
+    rng = random.Random(zlib.crc32(f"conditional {ndim} {writer}".encode()))
+    envs = None if ndim == 1 else 2
+    storage = TdStoreStorage(24, addr=addr, ndim=ndim, length_ttl=0)
+
+    def buffer(storage, writer_class, seed):
+        return ReplayBuffer(storage=storage, batch_size=5,
+                                      writer=writer_class(track_generations=True),
+                                      generator=torch.Generator().manual_seed(seed))
+    ours = buffer(storage, TdStoreWriter if writer == "tdstore" else RoundRobinWriter,
+                  7)
+    theirs = buffer(LazyTensorStorage(24, ndim=ndim), RoundRobinWriter, 7)
+    try:
+        for rb in (ours, theirs):
+            with pytest.raises(RuntimeError):
+                rb.update_if_present(index=torch.tensor([0]), generation=torch.tensor([0]),
+                                     patch={"obs": torch.zeros(1, 3)})
+        start, seen = 0, set()
+        for step in range(12):
+            n = rng.randint(2, 6)
+            data = _rows("tensordict", n, start, envs)
+            data["version"] = torch.full(data.batch_size, step, dtype=torch.int64)
+            start += n
+            _both(ours, theirs, step, lambda rb: rb.extend(data.clone()))
+            (mine, mine_info), (want, info) = (rb.sample(return_info=True)
+                                               for rb in (ours, theirs))
+            _same(mine, want, step)
+            _same(mine_info, info, step)
+            if rng.random() < 0.5:  # some slots are rewritten before the patch
+                more = _rows("tensordict", rng.randint(1, 4), start, envs)
+                more["version"] = torch.full(more.batch_size, step, dtype=torch.int64)
+                _both(ours, theirs, step, lambda rb: rb.extend(more.clone()))
+            index, generation = info["index"], info["index_generation"]
+            if isinstance(index, tuple):  # ndim=2: a coordinate per storage dim, last
+                index = torch.stack(index, -1)
+            records = index.shape[0]
+            patch = {"obs": torch.randn(records, *want["obs"].shape[1:]),
+                     ("nested", "done"): torch.rand(records, *want["nested", "done"].shape[1:])
+                     < 0.5}
+            kwargs = {}
+            if rng.random() < 0.5:
+                kwargs = {"version_key": "version", "require_newer": rng.random() < 0.5,
+                          "version": torch.randint(step - 2, step + 2, (records,))}
+
+            def update(rb, patch=patch, kwargs=kwargs, index=index, generation=generation):
+                result = rb.update_if_present(index=index, generation=generation,
+                                              patch=patch, **kwargs)
+                return result.to_tensordict()
+            result = _both(ours, theirs, (step, kwargs), update)
+            updated, rejected = result["updated"], result.get("version_rejected", None)
+            seen.update({"patched"} if updated.any() else set())
+            seen.update({"skipped"} if (~updated).any() else set())
+            seen.update({"version rejected"} if rejected is not None and rejected.any()
+                        else set())
+            _same(ours.storage.get(slice(None)), theirs.storage.get(slice(None)), step)
+        for bad in ({"missing": torch.zeros(5, 3)}, {"obs": torch.zeros(5, 3).double()},
+                    {"obs": torch.zeros(5, 7)}):
+            before = ours.storage.get(slice(None))
+
+            def refused(rb, bad=bad):
+                return rb.update_if_present(index=index, generation=generation, patch=bad)
+            _both(ours, theirs, bad, refused)
+            _same(ours.storage.get(slice(None)), before, ("refused", bad))
+        # Records were patched, left alone as stale, and refused on versions.
+        assert seen == {"patched", "skipped", "version rejected"}, seen
+    finally:
+        if storage.store is not None:
+            storage.store.drop()

@@ -10,14 +10,16 @@ import time
 import uuid
 
 import torch
-from tensordict import TensorDict, is_tensor_collection
+from tensordict import TensorDict, is_tensor_collection, is_tensorclass
 from torch.utils._pytree import tree_map
 from torchrl.data.replay_buffers.storages import Storage, StoreStorage, TensorStorage
 
 from .._connect import split_options
 from .._errors import AlreadyExistsError, NotFoundError
 from .._store import TensorDictStore
-from ._rows import RowKind, as_rows, as_stored
+from . import _conditional
+from ._rows import RowKind, as_rows, as_stored, imported_class
+from ._snapshot import writing_back
 
 # The dict's counters (tdstore counters: atomic across processes, machines
 # and daemons). Both count rows along the storage's dim 0.
@@ -113,6 +115,29 @@ class TdStoreStorage(StoreStorage):
     @property
     def initialized(self) -> bool:
         return self._opened() is not None
+
+    @property
+    def _storage(self):
+        """The rows where torchrl's tensor storages keep them, for torchrl
+        code that reads ``storage._storage``: the dict itself (a
+        TensorDictStore: reads of it are remote), as a tensorclass for
+        tensorclass rows; None before the first write. Read-only: the dict
+        is this storage's state, and nothing else holds rows."""
+        store = self._opened()
+        if store is None:
+            return None
+        kind = self._kind(store).kind
+        if kind.startswith("tensorclass "):
+            row_class = imported_class(kind[len("tensorclass "):])
+            if row_class is not None:
+                return row_class._from_tensordict(store)
+        return store
+
+    def _init(self, data) -> None:
+        """Makes the dict for rows like ``data`` (one element), as torchrl's
+        lazy storages make theirs at the first write; no row is written."""
+        stored, kind = as_stored(data, self.ndim - 1)
+        self._writable(stored, kind, self.ndim - 1, True)
 
     @property
     def max_size(self) -> int:
@@ -329,14 +354,27 @@ class TdStoreStorage(StoreStorage):
         TensorStorage: until the buffer is full, ``[:]``, negative positions
         and masks are of the first ``len`` rows along dim 0): a local
         TensorDict (tensor, tensorclass, pytree: what was stored), one
-        indexed read."""
+        indexed read. A read of every row (``rb[:]``) is a copy whose own
+        ``[index] = value`` also writes the buffer (_snapshot.py), as
+        torchrl's ReplayBuffer writes a multi-dim index through ``rb[:]``."""
         store = self._opened()
         if store is None:
             raise RuntimeError("Cannot get elements out of a non-initialized storage.")
-        out = store[self._within_length(index)]
+        n = self._rows()
+        out = store[self._within_length(index, n)]
         if out is store:  # every row (td[:] is the store itself): read them
             out = store.to_local()
-        return as_rows(out, self._kind(store))
+        rows = as_rows(out, self._kind(store))
+        if not _selects_all(index):
+            return rows
+        return writing_back(rows, self, torch.Size([n, *store.batch_size[1:]]), self.ndim)
+
+    def _write_cells(self, cells: tuple, value) -> None:
+        """``value`` written at ``cells`` (one index tensor per dict batch
+        dim: a whole-buffer read's copy writes through, _snapshot.py), in one
+        indexed write; the length does not change (as ``storage[i] = v``)."""
+        self._opened()[cells] = value
+        self._bump_mutation_revision()
 
     @staticmethod
     def _kind(store) -> RowKind:
@@ -344,9 +382,9 @@ class TdStoreStorage(StoreStorage):
         usually without a round trip)."""
         return RowKind.from_attrs(store.attrs, store.keys())
 
-    def _within_length(self, index):
-        """``index`` into the first ``len`` dim-0 rows as an index into all."""
-        n, rows = self._rows(), self._max_size_along_dim0()
+    def _within_length(self, index, n: int):
+        """``index`` into the first ``n`` dim-0 rows as an index into all."""
+        rows = self._max_size_along_dim0()
         if n == rows:
             return index
         if isinstance(index, tuple):
@@ -469,6 +507,20 @@ class TdStoreStorage(StoreStorage):
                 set_counter(store, name, 0)
         self._bump_mutation_revision()
 
+    # -- torchrl's conditional updates (ReplayBuffer.update_if_present) --
+
+    supports_conditional_update = True
+
+    def _conditional_patch_leaf(self, key) -> _conditional.StoredLeaf:
+        return _conditional.patch_leaf(self, key)
+
+    def _validate_conditional_patch(self, index, patch) -> dict:
+        return _conditional.validated_patch(self, index, patch)
+
+    def _apply_conditional_patch(self, index, patch) -> None:
+        _conditional.apply_patch(self, index, patch)
+        self._bump_mutation_revision()
+
     # -- state --
 
     def state_dict(self) -> dict:
@@ -536,6 +588,12 @@ class TdStoreStorage(StoreStorage):
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(name={self._name!r}, max_size={self.max_size}, "
                 f"ndim={self.ndim}, len={len(self)})")
+
+
+def _selects_all(index) -> bool:
+    """Whether ``index`` reads every row (``[:]``, ``[...]``, ``[:, :]``)."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is Ellipsis or (isinstance(i, slice) and i == slice(None)) for i in items)
 
 
 def set_counter(store, name: str, value: int) -> None:
