@@ -554,3 +554,17 @@ def test_init_and_the_rows_attribute_as_in_lazy_tensor_storage(addr, ndim):
         finally:
             ours.store.drop()
     assert TdStoreStorage(12, addr=addr)._storage is None  # before the first write
+
+    @tensorclass
+    class Local:  # found by no name: rows this process stored still come back as it
+        a: torch.Tensor
+    ours = TdStoreStorage(12, addr=addr, ndim=ndim)
+    try:
+        rows = Local(a=torch.arange(6.0).view(3, 2), batch_size=[3, 2][:ndim])
+        ours._init(rows[0])
+        assert type(ours._storage) is Local
+        ours.set(slice(0, 3), rows)
+        assert type(ours.get([0, 2])) is Local
+        assert torch.equal(ours.get([0, 2]).a, rows.a[[0, 2]])
+    finally:
+        ours.store.drop()

@@ -41,6 +41,11 @@ TREE_ATTR = "tdstore.rb.tree"
 TENSOR_KEY = "_tensor"
 _TREE_KEY = "_tree_"
 
+# The tensorclasses this process stored rows of, by "module:qualname": a
+# class defined in a function (its qualname has "<locals>") cannot be
+# found by name, but rows this process wrote still come back as it.
+_STORED_CLASSES: dict = {}
+
 
 @dataclass(frozen=True)
 class RowKind:
@@ -86,7 +91,9 @@ def as_stored(data, batch_dims: int) -> tuple[TensorDict, RowKind]:
         return TensorDict({TENSOR_KEY: data}, batch_size=data.shape[:batch_dims]), RowKind("tensor")
     if is_tensorclass(data):
         row_class = type(data)
-        kind = f"tensorclass {row_class.__module__}:{row_class.__qualname__}"
+        name = f"{row_class.__module__}:{row_class.__qualname__}"
+        _STORED_CLASSES[name] = row_class
+        kind = f"tensorclass {name}"
         return data._tensordict, RowKind(kind)
     if is_tensor_collection(data):
         return data, RowKind("tensordict")
@@ -141,9 +148,12 @@ def _stacked(items: list):
 
 
 def imported_class(name: str):
-    """The tensorclass "module:qualname" if its module is imported in this
-    process, else None. Never imports: a dict attribute, which any writer of
-    the dict may set, must not make a reader run a module's code."""
+    """The tensorclass "module:qualname" if this process stored rows of it,
+    or if its module is imported in this process, else None. Never imports:
+    a dict attribute, which any writer of the dict may set, must not make a
+    reader run a module's code."""
+    if name in _STORED_CLASSES:
+        return _STORED_CLASSES[name]
     try:
         obj = find_class(name, allow_import=False)
     except (ImportError, AttributeError):
