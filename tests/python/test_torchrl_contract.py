@@ -11,6 +11,7 @@ nothing written; one it takes must be taken.
 Samples are compared exactly: both buffers draw from generators seeded
 alike, so they sample the same positions."""
 
+import pickle
 import random
 import zlib
 
@@ -333,10 +334,13 @@ def test_assignments_through_rb_all_rows_reach_the_buffer(addr, kind, ndim):
                 _both(ours, theirs, (step, "rb[:]", index), assign)
             _same(ours[:], theirs[:], (step, index))
             assert len(ours) == len(theirs)
+        copies = [pickle.loads(pickle.dumps(ours[:]))]  # another process's copy writes nowhere
+        assert type(copies[0]) is type(theirs[:])
         derived = ours[:][0]
         before = theirs[:]
-        derived[...] = 0 if kind != "tensorclass" else derived.apply(torch.zeros_like)
-        _same(ours[:], before, "a copy derived from rb[:] is not written through")
+        for copy in (*copies, derived):
+            copy[...] = 0 if kind != "tensorclass" else copy.apply(torch.zeros_like)
+        _same(ours[:], before, "a copy derived from rb[:] or pickled is not written through")
     finally:
         if storage.store is not None:
             storage.store.drop()

@@ -17,7 +17,7 @@ write. ``transpose`` of storage dims keeps that (the copy remembers which
 storage dim each of its dims is). Everything else about them is their
 base class's: reads are local, a transform that sets a key sets it on the
 copy only (as on the view of torchrl's storages), and what is derived
-from them (``rows[0]``, ``rows + 1``) is a plain copy. An in-place change
+from them (``rows[0]``, ``rows + 1``) or pickled is a plain copy. An in-place change
 of one of their tensors (``rows["a"][3] = 0``) stays local: only the
 copy's own ``[index] = value`` is written through.
 """
@@ -100,6 +100,13 @@ class BufferRows(TensorDict):
         super().__setitem__(index, value)
         back.write(selected, cells, value, "tensordict")
 
+    def __reduce_ex__(self, protocol):
+        # Pickled (another process, torch.save): a plain TensorDict, which
+        # writes nowhere, as a pickled view of torchrl's storage is a copy.
+        plain = TensorDict._new_unsafe(source=dict(self.items()), batch_size=self.batch_size,
+                                       device=self.device, nested=False)
+        return _unpickled, (plain,)
+
     def transpose(self, dim0, dim1):
         out = super().transpose(dim0, dim1)
         back = self._write_back
@@ -122,6 +129,9 @@ class BufferTensor(torch.Tensor):
         selected, cells = back.cells(index, self.dim())
         super().__setitem__(index, value)
         back.write(selected, cells, value, "tensor")
+
+    def __reduce_ex__(self, protocol):
+        return _unpickled, (self.as_subclass(torch.Tensor),)  # see BufferRows'
 
     def transpose(self, dim0, dim1):
         out = torch.Tensor.transpose(self, dim0, dim1)
@@ -157,6 +167,11 @@ def _tensor_of(t: torch.Tensor, back: _WriteBack) -> BufferTensor:
     out = t.as_subclass(BufferTensor)
     out._write_back = back
     return out
+
+
+def _unpickled(plain):
+    """A pickled BufferRows or BufferTensor: its plain copy."""
+    return plain
 
 
 def _names_a_key(index) -> bool:
