@@ -10,7 +10,7 @@ import time
 import uuid
 
 import torch
-from tensordict import TensorDict, is_tensor_collection, is_tensorclass
+from tensordict import TensorDict, is_tensor_collection
 from torch.utils._pytree import tree_map
 from torchrl.data.replay_buffers.storages import Storage, StoreStorage, TensorStorage
 
