@@ -4,7 +4,7 @@
 file(GLOB files ${LUA_DIR}/*.lua)
 list(SORT files)
 set(body "// Generated from server/lua/*.lua by server/embed_lua.cmake. Do not edit.\n")
-string(APPEND body "#include \"server/store/lua_scripts.h\"\n\nnamespace tdstore::lua {\n")
+string(APPEND body "#include \"server/redis_store/lua_scripts.h\"\n\nnamespace tdstore::lua {\n")
 foreach(f ${files})
   get_filename_component(stem ${f} NAME_WE)
   string(REPLACE "_" ";" words ${stem})

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/str_cat.h"
-#include "server/store/lua_scripts.h"
+#include "server/redis_store/lua_scripts.h"
 
 namespace tdstore {
 

@@ -27,11 +27,12 @@
 #include "server/redis/embedded_redis.h"
 #include "server/redis/make_client.h"
 #include "server/service/tdstore_service.h"
-#include "server/store/dict_store.h"
-#include "server/store/indexed_access.h"
-#include "server/store/lua_scripts.h"
-#include "server/store/schema_watch.h"
-#include "server/store/sweeper.h"
+#include "server/redis_store/dict_store.h"
+#include "server/redis_store/indexed_access.h"
+#include "server/redis_store/redis_store.h"
+#include "server/redis_store/lua_scripts.h"
+#include "server/redis_store/schema_watch.h"
+#include "server/redis_store/sweeper.h"
 
 extern char** environ;
 
@@ -217,7 +218,7 @@ int Run(int argc, char** argv) {
   // Subscribes to schema changes, for WatchSchema (store/schema_watch.h).
   store::SchemaWatch schema_watch(&store, config->schema_event_delay);
   schema_watch.Start();
-  store::Store store_facade(&store, &schema_watch);
+  store::RedisStore store_facade(&store, &schema_watch);
   service::TdStoreService service(&store_facade, std::move(service_options));
 
   // --- gRPC ---------------------------------------------------------------

@@ -65,7 +65,7 @@ if mode == 'prepare' then
 end
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
-  -- Records are 'key=value' pairs joined by ';' (common/records.h); the
+  -- Records are 'key=value' pairs joined by ';' (server/redis_store/leaf_record_text.h); the
   -- leading ';' anchors the match to the 'shape' key itself.
   local rec = string.gsub(';' .. all[i + 1], ';shape=%d+', ';shape=' .. ARGV[5], 1)
   redis.call('HSET', KEYS[2], all[i], string.sub(rec, 2))

@@ -3,7 +3,7 @@
 // One object receives every event the daemon reports and keeps the counters:
 //   - calls       (CallObserver, from call_interceptor.h)
 //   - Redis       (redis::RedisEvents, from server/redis/redis_events.h)
-//   - the sweeper (store::SweepObserver, from server/store/sweeper.h)
+//   - the sweeper (store::SweepObserver, from server/redis_store/sweeper.h)
 // Every metric is named tdstore_*; docs/operations.md ("Metrics") lists them
 // with their labels. Labels never carry secrets: Redis nodes are host:port
 // or a socket path, methods are gRPC method names.
@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "server/metrics/call_interceptor.h"
 #include "server/redis/redis_events.h"
-#include "server/store/sweeper.h"
+#include "server/redis_store/sweeper.h"
 
 namespace prometheus {
 class Counter;

@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "absl/strings/numbers.h"
-#include "common/cluster_slot.h"
+#include "server/redis/cluster_slot.h"
 #include "common/str_cat.h"
 
 namespace tdstore::redis {

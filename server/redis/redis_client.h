@@ -8,7 +8,7 @@
 // Error model (all calls): a transport failure or a Redis that cannot be
 // reached is UNAVAILABLE (retryable). An error reply from Redis is not a
 // failed call: it comes back as a Reply with is_error(), and the caller
-// decides what it means (server/store/redis_errors.h).
+// decides what it means (server/redis_store/redis_errors.h).
 //
 // Thread safety: RedisClient is thread-safe; each Pipeline belongs to one
 // thread at a time and must not outlive the client that made it.

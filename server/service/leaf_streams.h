@@ -29,13 +29,12 @@
 
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
-#include "common/records.h"
 #include "common/path.h"
 #include "common/shape.h"
 #include "grpcpp/grpcpp.h"
 #include "server/service/service_limits.h"
 #include "server/service/stream_guard.h"
-#include "server/store/shared_bytes.h"
+#include "server/store/store.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
 namespace tdstore::service {

@@ -12,7 +12,7 @@
 #include "common/path.h"
 #include "common/shape.h"
 #include "grpcpp/support/status.h"
-#include "server/store/schema.h"
+#include "server/store/store.h"
 #include "tdstore/v1/tdstore.pb.h"
 
 namespace tdstore::service {

@@ -1,5 +1,5 @@
 // One WatchSchema call: the schema events of one dict, pushed to the
-// client as the store's watch reports them (store/schema_watch.h).
+// client as the store's watch reports them (store/store.h, Store::Watch).
 //
 // A callback-API stream, not a sync handler: a watch is open for as long
 // as the client keeps the dict, mostly idle, and must not hold one of the

@@ -11,8 +11,6 @@
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_limits.h"
-#include "server/service/write_behind.h"
-#include "server/store/outcome.h"
 
 namespace tdstore::service {
 namespace {
@@ -158,7 +156,7 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
                                            const v1::GetServerInfoRequest*,
                                            v1::ServerInfo* resp) {
   return Serve(ctx, {}, [&](const Grant*, Sighting&) {
-    const store::Store::Health health = store_->Ping();
+    const store::Health health = store_->Ping();
     resp->set_version(TDSTORE_VERSION);
     resp->set_backend(health.backend);
     resp->set_redis_ok(health.redis_ok);
@@ -173,7 +171,7 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
                                         const v1::CreateDictRequest* req, v1::DictInfo* resp) {
   return Serve(ctx, {req->name(), Access::kWrite}, [&](const Grant* grant, Sighting& seen) {
     if (auto s = CheckRequest(limits_, *req); !s.ok()) return NothingApplied(ctx, s);
-    store::Store::NewDict spec;
+    store::NewDict spec;
     spec.name = req->name();
     spec.batch_shape = ShapeFromProto(req->batch_shape());
     spec.rows_per_block = req->options().rows_per_block();
@@ -202,7 +200,7 @@ grpc::Status TdStoreService::CreateDict(grpc::ServerContext* ctx,
       // Reading another dict: the caller must be allowed to.
       const v1::CopySource& source = req->copy_from();
       if (auto s = Admit(grant, source.dict(), Access::kRead); !s.ok()) return s;
-      store::Store::CopySource copy{{source.dict(), source.dict_id()}, {}};
+      store::CopySource copy{{source.dict(), source.dict_id()}, {}};
       if (source.from().components_size() > 0) {
         if (auto s = CheckPath(limits_, source.from()); !s.ok()) return NothingApplied(ctx, s);
         auto from = FromProto(source.from());
@@ -446,52 +444,27 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
 
 absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegin& begin,
                                         v1::WriteLeavesResponse* resp) {
-  auto txn = store_->BeginWrite({begin.dict(), begin.dict_id()});
-  if (!txn.ok()) return txn.status();
-  store::WriteTxn* const t = txn->get();
-  if (begin.refuse_if_locked()) t->RefuseIfLocked();
-  // Any early return destroys the transaction, which aborts it: nothing
-  // becomes visible and the blocks written so far are deleted. `behind` is
-  // declared after it, so its worker has stopped by then.
-  //
-  // Small puts run each step here. From the first large data chunk on, the
-  // steps run on a WriteBehind worker while this thread receives the next
-  // chunk, when the memory budget has room for its queue right now.
-  std::optional<store::MemoryBudget::Lease> behind_lease;
-  std::optional<WriteBehind> behind;
-  auto run = [&](WriteBehind::Step step, int64_t bytes) -> absl::Status {
-    if (behind) return behind->Push(std::move(step), bytes);
-    return std::move(step)();
-  };
+  auto write = store_->BeginWrite({begin.dict(), begin.dict_id()});
+  if (!write.ok()) return write.status();
+  store::LeafWrite& w = **write;
+  if (begin.refuse_if_locked()) w.RefuseIfLocked();
+  // Any early return destroys the write, which aborts it: nothing becomes
+  // visible and the blocks written so far are deleted.
   for (;;) {
     auto piece = stream.Next();
     if (!piece.ok()) return piece.status();
     absl::Status status;
     switch (*piece) {
-      case WriteStream::Piece::kHeader:
-        status = run([t, h = stream.header()] {
-          return t->BeginLeaf(h.path, LeafRecord{h.dtype, h.shape, 0, h.kind, h.value},
-                              h.byte_size);
-        }, 0);
-        break;
-      case WriteStream::Piece::kData: {
-        const auto size = static_cast<int64_t>(stream.data().size());
-        if (!behind && size >= kWriteBehindMinChunkBytes) {
-          behind_lease = store_->budget().TryAcquire(kWriteBehindQueueBytes);
-          if (behind_lease) behind.emplace(kWriteBehindQueueBytes);
-        }
-        if (!behind) {
-          status = t->Append(stream.data());
-          break;
-        }
-        status = behind->Push([t, bytes = stream.TakeData()] { return t->Append(bytes); }, size);
+      case WriteStream::Piece::kHeader: {
+        const WriteStream::Header& h = stream.header();
+        status = w.BeginLeaf(h.path, LeafRecord{h.dtype, h.shape, 0, h.kind, h.value}, h.byte_size);
         break;
       }
+      case WriteStream::Piece::kData:
+        status = w.Append(stream.TakeData());
+        break;
       case WriteStream::Piece::kEnd: {
-        if (behind) {
-          if (auto s = behind->Wait(); !s.ok()) return s;
-        }
-        auto result = (*txn)->Commit();
+        auto result = w.Commit();
         if (!result.ok()) return result.status();
         for (const store::Leaf& leaf : result->written) ToProto(leaf, resp->add_written());
         resp->set_version(result->version);
@@ -505,74 +478,42 @@ absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegi
 absl::Status TdStoreService::WriteIndexed(WriteStream& stream, const v1::WriteBegin& begin,
                                           v1::WriteLeavesResponse* resp, bool* attempted) {
   std::optional<plan::IndexSpec> index;
+  store::RingAppend ring;
   if (begin.has_index()) {
     auto spec = FromProto(begin.index());
     if (!spec.ok()) return spec.status();
     index = *std::move(spec);
+  } else {
+    ring = {begin.ring().cursor(), begin.ring().rows(), begin.ring().count()};
   }
   // Every value is received and checked before anything is written: the
-  // rows of all leaves in one block go to Redis in one script call.
-  // The values are held until the write: each header's bytes (and what
-  // the write will make of them, store::IndexedWriteLease) are leased from
-  // the memory budget before they are received. While this call waits
-  // for the budget it reads nothing, so gRPC's flow control stops the
-  // client instead of letting its data pile up here. Declared before the
-  // values so that it is returned after they are freed.
-  store::MemoryBudget::Lease held = store_->budget().Empty();
-  std::vector<store::IndexedWriteValue> values;
-  const int64_t max_bytes = store_->options().max_indexed_bytes;
-  int64_t announced = 0;
+  // store leases each value's memory as it is announced (store.h,
+  // IndexedWrite) and writes them all at Commit.
+  std::unique_ptr<store::IndexedWrite> write =
+      store_->BeginIndexedWrite({begin.dict(), begin.dict_id()}, std::move(index), std::move(ring));
   for (;;) {
     auto piece = stream.Next();
     if (!piece.ok()) return piece.status();
     if (*piece == WriteStream::Piece::kEnd) break;
     if (*piece == WriteStream::Piece::kData) {
-      values.back().bytes.append(stream.data());
+      if (auto s = write->Append(stream.data()); !s.ok()) return s;
       continue;
     }
     const WriteStream::Header& h = stream.header();
-    // Refused before buffering: the selection limit bounds what is held.
-    announced += h.byte_size;
-    if (announced > max_bytes) {
-      return absl::ResourceExhaustedError(StrCat(
-          "an indexed write may carry at most ", max_bytes, " bytes (--max-indexed-bytes)"));
-    }
-    if (auto s = held.Grow(store::IndexedWriteLease(h.byte_size, values.empty()),
-                           "an indexed write");
+    if (auto s = write->BeginValue({h.path, h.dtype, h.shape, h.kind, h.value, h.byte_size});
         !s.ok()) {
       return s;
     }
-    store::IndexedWriteValue& v = values.emplace_back();
-    v.bytes.reserve(static_cast<size_t>(h.byte_size));
-    v.path = h.path;
-    v.dtype = h.dtype;
-    v.shape = h.shape;
-    v.kind = h.kind;
-    if (h.kind == LeafKind::kRagged) {
-      v.value = h.value;  // the cells' dtype, checked against the leaf's
-    } else if (!h.value.empty()) {
-      return absl::InvalidArgumentError(StrCat("leaf '", PathToDisplay(h.path),
-                                               "': a one-value leaf is written whole, not by rows"));
-    }
   }
   *attempted = true;
-  const store::DictRef ref{begin.dict(), begin.dict_id()};
-  if (!index) {
-    const v1::RingAppend& ring = begin.ring();
-    auto appended =
-        store_->AppendToRing(ref, {ring.cursor(), ring.rows(), ring.count()}, values, held);
-    if (!appended.ok()) return appended.status();
-    for (const store::Leaf& leaf : appended->written) ToProto(leaf, resp->add_written());
-    resp->set_version(appended->version);
-    resp->set_ring_start(appended->start);
-    resp->set_count_value(appended->count_value);
-    return absl::OkStatus();
-  }
-  int64_t version = 0;
-  auto written = store_->WriteIndexed(ref, *index, values, held, &version);
+  auto written = write->Commit();
   if (!written.ok()) return written.status();
-  for (const store::Leaf& leaf : *written) ToProto(leaf, resp->add_written());
-  resp->set_version(version);
+  for (const store::Leaf& leaf : written->written) ToProto(leaf, resp->add_written());
+  resp->set_version(written->version);
+  if (begin.has_ring()) {
+    resp->set_ring_start(written->ring_start);
+    resp->set_count_value(written->count_value);
+  }
   return absl::OkStatus();
 }
 
@@ -749,36 +690,8 @@ grpc::Status TdStoreService::AppendRows(
     if (auto s = CheckPaths(limits_, begin.leaves()); !s.ok()) return NothingApplied(ctx, s);
     auto paths = PathsFromProto(begin.leaves());
     if (!paths.ok()) return NothingApplied(ctx, paths.status());
-    if (paths->empty()) {
-      return NothingApplied(ctx, absl::InvalidArgumentError("AppendBegin names no leaf"));
-    }
-    const store::DictRef ref{begin.dict(), begin.dict_id()};
-    auto schema = store_->Describe(ref);
-    if (!schema.ok()) return NothingApplied(ctx, schema.status());
-    const Shape& batch_shape = schema->meta.batch_shape;
-    if (batch_shape.empty()) {
-      return NothingApplied(ctx, absl::InvalidArgumentError(StrCat(
-                                     "dict '", begin.dict(), "' has no batch dim to append rows along")));
-    }
-    // Each leaf's dtype and row size, from the schema at the stream's start.
-    // A leaf replaced later by one of another dtype or shape fails the
-    // batches that follow (the indexed write checks them), never silently.
-    std::vector<AppendedLeaf> leaves;
-    for (const LeafPath& path : *paths) {
-      const store::Leaf* leaf = schema->Find(path);
-      if (leaf == nullptr) {
-        return NothingApplied(ctx, absl::NotFoundError(StrCat(
-                                       "dict '", begin.dict(), "' has no leaf '",
-                                       PathToDisplay(path), "' to append to")));
-      }
-      AppendedLeaf& a = leaves.emplace_back();
-      a.path = path;
-      a.dtype = leaf->record.dtype;
-      a.kind = leaf->record.kind;
-      if (a.kind == LeafKind::kRagged) a.value = leaf->record.value;
-      a.element_shape.assign(leaf->record.shape.begin() + 1, leaf->record.shape.end());
-      a.row_bytes = store::RecordBytes(leaf->record) / std::max<int64_t>(1, batch_shape[0]);
-    }
+    auto append = store_->OpenAppend({begin.dict(), begin.dict_id()}, *paths);
+    if (!append.ok()) return NothingApplied(ctx, append.status());
 
     v1::AppendAck ack;
     while (stream->Read(&request)) {
@@ -786,8 +699,13 @@ grpc::Status TdStoreService::AppendRows(
       if (request.kind_case() != v1::AppendRequest::kBatch) {
         return ToGrpc(absl::InvalidArgumentError("AppendBegin may appear only once, first"));
       }
+      v1::RowBatch& batch = *request.mutable_batch();
+      std::vector<std::string> leaf_rows;
+      leaf_rows.reserve(static_cast<size_t>(batch.leaf_rows_size()));
+      // No copy: the request is done with its rows.
+      for (std::string& rows : *batch.mutable_leaf_rows()) leaf_rows.push_back(std::move(rows));
       const absl::Status status =
-          AppendBatch(ref, leaves, batch_shape[0], *request.mutable_batch());
+          (*append)->Append(batch.start_row(), batch.rows(), std::move(leaf_rows));
       ack.set_sequence(request.batch().sequence());
       ack.set_code(static_cast<int32_t>(status.code()));
       ack.set_message(std::string(status.message()));
@@ -797,48 +715,6 @@ grpc::Status TdStoreService::AppendRows(
     if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "append stream cancelled");
     return grpc::Status::OK;
   });
-}
-
-absl::Status TdStoreService::AppendBatch(const store::DictRef& ref,
-                                         const std::vector<AppendedLeaf>& leaves,
-                                         int64_t rows_in_dict, v1::RowBatch& batch) {
-  const int64_t start = batch.start_row();
-  const int64_t rows = batch.rows();
-  if (rows < 1) return absl::InvalidArgumentError("a row batch needs at least one row");
-  if (start < 0 || start > rows_in_dict - rows) {
-    return absl::OutOfRangeError(StrCat("rows [", start, ", ", start + rows,
-                                        ") are outside batch dim 0 of size ", rows_in_dict));
-  }
-  if (batch.leaf_rows_size() != static_cast<int>(leaves.size())) {
-    return absl::InvalidArgumentError(StrCat("a row batch carries ", batch.leaf_rows_size(),
-                                             " leaves; the stream's AppendBegin named ",
-                                             leaves.size()));
-  }
-  std::vector<store::IndexedWriteValue> values(leaves.size());
-  int64_t bytes = 0;
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    std::string& data = *batch.mutable_leaf_rows(static_cast<int>(i));
-    if (static_cast<int64_t>(data.size()) != rows * leaves[i].row_bytes) {
-      return absl::InvalidArgumentError(
-          StrCat("leaf '", PathToDisplay(leaves[i].path), "': ", data.size(), " bytes for ", rows,
-                 " rows of ", leaves[i].row_bytes, " bytes"));
-    }
-    bytes += static_cast<int64_t>(data.size());
-    values[i].path = leaves[i].path;
-    values[i].dtype = leaves[i].dtype;
-    values[i].kind = leaves[i].kind;
-    values[i].value = leaves[i].value;
-    values[i].shape = {rows};
-    values[i].shape.insert(values[i].shape.end(), leaves[i].element_shape.begin(),
-                           leaves[i].element_shape.end());
-    values[i].bytes = std::move(data);  // no copy: the request is done with
-  }
-  store::MemoryBudget::Lease held = store_->budget().Empty();
-  if (auto s = held.Grow(store::IndexedWriteLease(bytes, true), "an appended row batch"); !s.ok()) {
-    return s;
-  }
-  const plan::IndexSpec index = {plan::IndexTerm::Slice(start, start + rows, 1)};
-  return store_->WriteIndexed(ref, index, values, held).status();
 }
 
 }  // namespace tdstore::service

@@ -144,21 +144,6 @@ class TdStoreService final
 
   class ReadSink;  // a whole-leaf read's store::LeafSink
 
-  // One leaf an append stream carries, as its AppendBegin found it.
-  struct AppendedLeaf {
-    LeafPath path;
-    DType dtype = DType::kUnspecified;
-    // A value leaf's rows are appended as whole slots.
-    LeafKind kind = LeafKind::kTensor;
-    std::string value;  // a ragged leaf's cell dtype, named by each batch
-    Shape element_shape;
-    int64_t row_bytes = 0;
-  };
-  // td[start_row : start_row + rows] = the batch's rows; `rows_in_dict` is
-  // batch dim 0. Nothing is written unless the whole batch is well formed.
-  absl::Status AppendBatch(const store::DictRef& ref, const std::vector<AppendedLeaf>& leaves,
-                           int64_t rows_in_dict, v1::RowBatch& batch);
-
   // What a handler is admitted for: the dict it names (empty: none, the
   // handler checks names itself) and what it does to it.
   struct Admission {

@@ -1,5 +1,5 @@
-// What tdstored knows about one dict: its meta record and its leaf registry,
-// as read from Redis, plus the pure queries the service answers from it.
+// What tdstored knows about one dict: its meta and its leaves, as a store
+// read them, plus the pure queries the service answers from them.
 //
 // A DictSchema is a snapshot: it may be stale the moment it is read (another
 // daemon may change the dict). Writers are protected by the commit script,
@@ -20,7 +20,7 @@
 #include "common/dtype.h"
 #include "common/key_listing.h"
 #include "common/path.h"
-#include "common/records.h"
+#include "server/store/leaf_record.h"
 #include "common/shape.h"
 
 namespace tdstore::store {
@@ -111,12 +111,6 @@ struct DictSchema {
   std::vector<LeafPath> Keys(bool include_nested, bool leaves_only) const;
 };
 
-// Every block key a generation with this record may own in this dict, as a
-// layout: the record's own batch dims (a generation parked before a resize
-// keeps its old shape), with dim 0 widened to meta.rows_high (a grow may
-// have sized blocks past the record before it failed). For deleting a
-// generation, never for reading it.
-absl::StatusOr<BlockLayout> GenerationExtent(const DictMeta& meta, const LeafRecord& record);
 
 // --- The one check of a new leaf ---------------------------------------------
 // Every way a leaf comes to be (a whole-leaf write, a dict created with a
@@ -149,28 +143,6 @@ int64_t RowBytes(const LeafRecord& record);
 // Bytes the generation of this record stores: RecordBytes, or the whole
 // shared record for a leaf of one. What a deleted generation gives back.
 int64_t GenerationBytes(const LeafRecord& record);
-
-// Meta hash fields (docs/storage-layout.md).
-inline constexpr char kMetaFormat[] = "format";
-inline constexpr char kMetaName[] = "name";
-inline constexpr char kMetaBatchShape[] = "batch_shape";
-inline constexpr char kMetaRowsPerBlock[] = "rows_per_block";
-inline constexpr char kMetaPartBytes[] = "part_bytes";
-inline constexpr char kMetaVersion[] = "version";
-inline constexpr char kMetaNextGen[] = "next_gen";
-inline constexpr char kMetaDeleting[] = "deleting";
-inline constexpr char kMetaLocked[] = "locked";
-inline constexpr char kMetaRowsHigh[] = "rows_high";
-inline constexpr char kMetaResizing[] = "resizing";
-inline constexpr char kMetaLayout[] = "layout";  // absent: "leaves"
-
-// Builds a schema from the flattened field/value lists of HGETALL meta,
-// HGETALL leaves and HGETALL attrs. DATA_LOSS if a record is malformed;
-// NOT_FOUND if meta is empty (the dict was deleted).
-absl::StatusOr<DictSchema> ParseSchema(std::string id,
-                                       const std::vector<std::string>& meta_fields,
-                                       const std::vector<std::string>& leaf_fields,
-                                       const std::vector<std::string>& attr_fields);
 
 }  // namespace tdstore::store
 

@@ -1,213 +1,246 @@
+// The sessions every Store offers, written once on its virtual calls: a
+// whole-leaf write with write-behind, an indexed write received value by
+// value, and an append stream's batches.
 #include "server/store/store.h"
 
-#include "absl/strings/numbers.h"
+#include <algorithm>
+#include <utility>
+
 #include "common/str_cat.h"
-#include "server/log.h"
-#include "server/store/outcome.h"
-#include "server/store/redis_errors.h"
+#include "server/store/write_behind.h"
 
 namespace tdstore::store {
+namespace {
 
-Store::Health Store::Ping() const {
-  Health health;
-  redis::RedisClient& redis = dicts_->redis();
-  health.backend = redis.Describe();
-  auto pongs = redis.CallOnEveryMaster({"PING"});
-  if (!pongs.ok()) return health;
-  health.redis_masters = static_cast<int>(pongs->size());
-  health.redis_ok = true;
-  for (const redis::Reply& pong : *pongs) health.redis_ok = health.redis_ok && !pong.is_error();
-  return health;
-}
+// LeafWrite with WriteBehind: small puts run each step on the caller's
+// thread. From the first large data chunk on, the steps run on a worker
+// while the caller receives the next chunk, when the memory budget has room
+// for the worker's queue right now (no room, no worker: the put runs as
+// before).
+class BufferedLeafWrite final : public LeafWrite {
+ public:
+  BufferedLeafWrite(std::unique_ptr<LeafWrite> write, MemoryBudget& budget)
+      : write_(std::move(write)), budget_(budget) {}
+  // `behind_` is destroyed first (declared last): its worker stops before
+  // the write it appends to aborts.
 
-absl::StatusOr<DictSchema> Store::CreateDict(const NewDict& spec) {
-  if (spec.copy_from) return CreateCopy(spec);
-  // Every leaf is checked before anything is created: a refused create
-  // writes nothing.
-  std::vector<ZeroLeaf> leaves;
-  int64_t schema_bytes = 0;  // checked against the quotas before creating
-  for (const NewDict::Leaf& leaf : spec.leaves) {
-    Shape shape = spec.batch_shape;
-    shape.insert(shape.end(), leaf.element_shape.begin(), leaf.element_shape.end());
-    const LeafRecord record{leaf.dtype, shape, 0, leaf.kind};
-    auto bytes = CheckNewLeaf(spec.batch_shape, leaf.path, record);
-    if (!bytes.ok()) return bytes.status();
-    for (const ZeroLeaf& other : leaves) {
-      if (auto s = CheckDisjoint(other.path, leaf.path); !s.ok()) return s;
+  void RefuseIfLocked() override { write_->RefuseIfLocked(); }
+
+  absl::Status BeginLeaf(const LeafPath& path, const LeafRecord& record,
+                         int64_t byte_size) override {
+    if (!behind_) return write_->BeginLeaf(path, record, byte_size);
+    return behind_->Push(
+        [w = write_.get(), path, record, byte_size] { return w->BeginLeaf(path, record, byte_size); },
+        0);
+  }
+
+  absl::Status Append(std::string bytes) override {
+    const auto size = static_cast<int64_t>(bytes.size());
+    if (!behind_ && size >= kWriteBehindMinChunkBytes) {
+      behind_lease_ = budget_.TryAcquire(kWriteBehindQueueBytes);
+      if (behind_lease_) behind_.emplace(kWriteBehindQueueBytes);
     }
-    schema_bytes += *bytes;
-    leaves.push_back({leaf.path, leaf.dtype, std::move(shape), leaf.kind});
+    if (!behind_) return write_->Append(std::move(bytes));
+    return behind_->Push(
+        [w = write_.get(), b = std::move(bytes)]() mutable { return w->Append(std::move(b)); },
+        size);
   }
-  if (leaves.empty()) {
-    return dicts_->CreateDict(spec.name, spec.batch_shape, spec.rows_per_block,
-                              spec.part_bytes, 0, /*publish=*/true, spec.layout);
-  }
-  auto schema = dicts_->CreateDict(spec.name, spec.batch_shape, spec.rows_per_block,
-                                   spec.part_bytes, schema_bytes, /*publish=*/false, spec.layout);
-  if (!schema.ok()) return schema;
-  return Publish(*schema, CreateZeroFilledLeaves(dicts_, *schema, leaves).status());
-}
 
-absl::StatusOr<DictSchema> Store::CreateCopy(const NewDict& spec) {
-  if (!spec.batch_shape.empty() || !spec.leaves.empty()) {
-    return absl::InvalidArgumentError(
-        "a dict created as a copy takes the source's batch shape and leaves: give neither");
-  }
-  if (spec.layout == DictLayout::kRecord) {
-    // The copy writes whole leaves, which a record dict does not take.
-    return absl::InvalidArgumentError(
-        "a copy is made in the default layout: create a record dict with the leaves and "
-        "write its rows (td[:] = source) instead");
-  }
-  const CopySource& source = *spec.copy_from;
-  auto from = dicts_->Load(source.dict);
-  if (!from.ok()) return from.status();
-  auto selected = from->Select(source.from.empty() ? std::vector<LeafPath>{}
-                                                   : std::vector<LeafPath>{source.from});
-  if (!selected.ok()) return selected.status();
-  int64_t bytes = 0;
-  for (const Leaf* leaf : *selected) bytes += RecordBytes(leaf->record);
-  const DictMeta& meta = from->meta;
-  const bool layout_given = spec.rows_per_block != 0 || spec.part_bytes != 0;
-  const int64_t rows_per_block = layout_given ? spec.rows_per_block : meta.rows_per_block;
-  const int64_t part_bytes = layout_given ? spec.part_bytes : meta.part_bytes;
-  // A copy of an empty dict is an empty dict.
-  if (selected->empty()) {
-    return dicts_->CreateDict(spec.name, meta.batch_shape, rows_per_block, part_bytes);
-  }
-  auto schema = dicts_->CreateDict(spec.name, meta.batch_shape, rows_per_block, part_bytes,
-                                   bytes, /*publish=*/false);
-  if (!schema.ok()) return schema;
-  // The source by the id just read: a namesake created meanwhile is not
-  // copied.
-  const DictRef src{source.dict.name, meta.id};
-  return Publish(*schema,
-                 store::CopyLeavesInto(*dicts_, src, source.from, *schema, {}).status());
-}
-
-absl::StatusOr<DictSchema> Store::Publish(const DictSchema& built, absl::Status filled) {
-  const std::string& id = built.meta.id;
-  if (!filled.ok()) {
-    // An unknown outcome is a commit that may have run: the dict is
-    // deleted all the same (it was never published, so no one saw it).
-    if (auto undo = dicts_->AbandonDict(id); !undo.ok()) {
-      LogWarning(StrCat("could not delete the unpublished dict id ", id,
-                        " (the sweeper will): ", undo.ToString()));
+  absl::StatusOr<CommitResult> Commit() override {
+    if (behind_) {
+      if (auto s = behind_->Wait(); !s.ok()) return s;
     }
-    return IsOutcomeUnknown(filled) ? absl::UnavailableError(filled.message()) : filled;
+    return write_->Commit();
   }
-  if (auto s = dicts_->PublishDict(built.meta.name, id); !s.ok()) return s;
-  return dicts_->Load({built.meta.name, id});
-}
 
-absl::StatusOr<DictSchema> Store::Describe(const DictRef& ref) const { return dicts_->Load(ref); }
+ private:
+  std::unique_ptr<LeafWrite> write_;
+  MemoryBudget& budget_;
+  std::optional<MemoryBudget::Lease> behind_lease_;
+  std::optional<WriteBehind> behind_;
+};
 
-absl::StatusOr<Store::SchemaVersionSeen> Store::SchemaVersion(const DictRef& ref) const {
-  SchemaVersionSeen seen;
-  if (ref.id.empty()) {
-    auto id = dicts_->LookupId(ref.name);
-    if (!id.ok()) return id.status();
-    seen.id = *std::move(id);
-  } else {
-    seen.id = std::string(ref.id);
+class ValueByValueWrite final : public IndexedWrite {
+ public:
+  ValueByValueWrite(Store* store, const DictRef& ref, std::optional<plan::IndexSpec> index,
+                    RingAppend ring)
+      : store_(store),
+        name_(ref.name),
+        id_(ref.id),
+        index_(std::move(index)),
+        ring_(std::move(ring)),
+        held_(store->budget().Empty()) {}
+
+  absl::Status BeginValue(Value value) override {
+    // Refused before buffering: the selection limit bounds what is held.
+    announced_ += value.byte_size;
+    if (announced_ > store_->max_indexed_bytes()) {
+      return absl::ResourceExhaustedError(StrCat("an indexed write may carry at most ",
+                                                 store_->max_indexed_bytes(),
+                                                 " bytes (--max-indexed-bytes)"));
+    }
+    if (value.kind != LeafKind::kRagged && !value.value.empty()) {
+      return absl::InvalidArgumentError(StrCat("leaf '", PathToDisplay(value.path),
+                                               "': a one-value leaf is written whole, not by rows"));
+    }
+    // While this waits for the budget the caller reads nothing more, so
+    // gRPC's flow control stops the client instead of letting its data
+    // pile up in tdstored.
+    if (auto s = held_.Grow(store_->IndexedWriteLease(value.byte_size, values_.empty()),
+                            "an indexed write");
+        !s.ok()) {
+      return s;
+    }
+    IndexedWriteValue& v = values_.emplace_back();
+    v.bytes.reserve(static_cast<size_t>(value.byte_size));
+    v.path = std::move(value.path);
+    v.dtype = value.dtype;
+    v.shape = std::move(value.shape);
+    v.kind = value.kind;
+    v.value = std::move(value.value);  // a ragged leaf's cell dtype, checked against the leaf's
+    return absl::OkStatus();
   }
-  const std::string meta = dicts_->keys().Meta(seen.id);
-  auto reply = dicts_->redis().Call(meta, {"HGET", meta, kMetaVersion});
-  if (!reply.ok()) return reply.status();
-  if (auto s = ReplyStatus(*reply, "read a dict's schema version"); !s.ok()) return s;
-  if (reply->is_nil()) return dicts_->NotFound(ref);
-  if (!absl::SimpleAtoi(std::string(reply->str()), &seen.version)) {
-    return absl::DataLossError(StrCat("dict ", seen.id, " has a malformed schema version"));
+
+  absl::Status Append(std::string_view bytes) override {
+    if (values_.empty()) return absl::InvalidArgumentError("indexed-write data before its value");
+    values_.back().bytes.append(bytes);
+    return absl::OkStatus();
   }
-  return seen;
+
+  absl::StatusOr<IndexedWriteResult> Commit() override {
+    const DictRef ref{name_, id_};
+    if (!index_) {
+      auto appended = store_->AppendToRing(ref, ring_, values_, held_);
+      if (!appended.ok()) return appended.status();
+      return IndexedWriteResult{std::move(appended->written), appended->version, appended->start,
+                                appended->count_value};
+    }
+    return store_->WriteIndexed(ref, *index_, values_, held_);
+  }
+
+ private:
+  Store* const store_;
+  const std::string name_;
+  const std::string id_;
+  const std::optional<plan::IndexSpec> index_;
+  const RingAppend ring_;
+  // Declared before the values, so that it is returned after they are freed.
+  MemoryBudget::Lease held_;
+  std::vector<IndexedWriteValue> values_;
+  int64_t announced_ = 0;
+};
+
+// One leaf an append stream carries, as the stream's start found it.
+struct AppendedLeaf {
+  LeafPath path;
+  DType dtype = DType::kUnspecified;
+  // A value leaf's rows are appended as whole slots.
+  LeafKind kind = LeafKind::kTensor;
+  std::string value;  // a ragged leaf's cell dtype
+  Shape element_shape;
+  int64_t row_bytes = 0;
+};
+
+class BatchAppend final : public RowAppend {
+ public:
+  BatchAppend(Store* store, const DictRef& ref, std::vector<AppendedLeaf> leaves,
+              int64_t rows_in_dict)
+      : store_(store),
+        name_(ref.name),
+        id_(ref.id),
+        leaves_(std::move(leaves)),
+        rows_in_dict_(rows_in_dict) {}
+
+  absl::Status Append(int64_t start, int64_t rows, std::vector<std::string> leaf_rows) override {
+    if (rows < 1) return absl::InvalidArgumentError("a row batch needs at least one row");
+    if (start < 0 || start > rows_in_dict_ - rows) {
+      return absl::OutOfRangeError(StrCat("rows [", start, ", ", start + rows,
+                                          ") are outside batch dim 0 of size ", rows_in_dict_));
+    }
+    if (leaf_rows.size() != leaves_.size()) {
+      return absl::InvalidArgumentError(StrCat("a row batch carries ", leaf_rows.size(),
+                                               " leaves; the stream's AppendBegin named ",
+                                               leaves_.size()));
+    }
+    std::vector<IndexedWriteValue> values(leaves_.size());
+    int64_t bytes = 0;
+    for (size_t i = 0; i < leaves_.size(); ++i) {
+      const AppendedLeaf& leaf = leaves_[i];
+      if (static_cast<int64_t>(leaf_rows[i].size()) != rows * leaf.row_bytes) {
+        return absl::InvalidArgumentError(StrCat("leaf '", PathToDisplay(leaf.path), "': ",
+                                                 leaf_rows[i].size(), " bytes for ", rows,
+                                                 " rows of ", leaf.row_bytes, " bytes"));
+      }
+      bytes += static_cast<int64_t>(leaf_rows[i].size());
+      IndexedWriteValue& v = values[i];
+      v.path = leaf.path;
+      v.dtype = leaf.dtype;
+      v.kind = leaf.kind;
+      v.value = leaf.value;
+      v.shape = {rows};
+      v.shape.insert(v.shape.end(), leaf.element_shape.begin(), leaf.element_shape.end());
+      v.bytes = std::move(leaf_rows[i]);
+    }
+    MemoryBudget::Lease held = store_->budget().Empty();
+    if (auto s = held.Grow(store_->IndexedWriteLease(bytes, true), "an appended row batch");
+        !s.ok()) {
+      return s;
+    }
+    const plan::IndexSpec index = {plan::IndexTerm::Slice(start, start + rows, 1)};
+    return store_->WriteIndexed({name_, id_}, index, values, held).status();
+  }
+
+ private:
+  Store* const store_;
+  const std::string name_;
+  const std::string id_;
+  const std::vector<AppendedLeaf> leaves_;
+  const int64_t rows_in_dict_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LeafWrite>> Store::BeginWrite(const DictRef& ref) {
+  auto write = OpenLeafWrite(ref);
+  if (!write.ok()) return write.status();
+  return std::make_unique<BufferedLeafWrite>(*std::move(write), budget());
 }
 
-absl::StatusOr<std::vector<std::string>> Store::ListDicts() const { return dicts_->ListDicts(); }
-
-absl::Status Store::DeleteDict(const DictRef& ref) { return dicts_->DeleteDict(ref); }
-
-absl::StatusOr<DictSchema> Store::RenameDict(const DictRef& ref, std::string_view new_name) {
-  return dicts_->RenameDict(ref, new_name);
+std::unique_ptr<IndexedWrite> Store::BeginIndexedWrite(const DictRef& ref,
+                                                       std::optional<plan::IndexSpec> index,
+                                                       RingAppend ring) {
+  return std::make_unique<ValueByValueWrite>(this, ref, std::move(index), std::move(ring));
 }
 
-absl::StatusOr<DictStore::Renamed> Store::RenameLeaves(const DictRef& ref, const LeafPath& from,
-                                                       const LeafPath& to, bool replace) {
-  return dicts_->RenameLeaves(ref, from, to, replace);
-}
-
-absl::StatusOr<CommitResult> Store::CopyLeaves(const DictRef& src, const LeafPath& from,
-                                               const DictRef& dst, const LeafPath& to) {
-  return store::CopyLeaves(*dicts_, src, from, dst, to);
-}
-
-absl::StatusOr<int64_t> Store::FillLeaves(const DictRef& ref, const std::vector<Fill>& fills,
-                                          const plan::IndexSpec* index) {
-  return store::FillLeaves(*dicts_, ref, fills, index);
-}
-
-absl::StatusOr<DictSchema> Store::Resize(const DictRef& ref, int64_t rows) {
-  return ResizeDict(*dicts_, ref, rows);
-}
-
-absl::StatusOr<DictSchema> Store::SetLocked(const DictRef& ref, bool locked) {
-  return store::SetLocked(*dicts_, ref, locked);
-}
-
-absl::StatusOr<DictSchema> Store::UpdateAttrs(const DictRef& ref, const AttrsUpdate& update) {
-  return store::UpdateAttrs(*dicts_, ref, update);
-}
-
-absl::StatusOr<CounterResult> Store::Counter(const DictRef& ref, const CounterOp& op) {
-  return ApplyCounter(*dicts_, ref, op);
-}
-
-absl::StatusOr<uint64_t> Store::Watch(const DictRef& ref, SchemaWatch::Listener listener) {
-  if (watch_ == nullptr) return absl::UnimplementedError("this store has no schema watch");
-  if (ref.id.empty()) return absl::InvalidArgumentError("a schema watch needs the dict's id");
-  if (auto s = ValidateDictName(ref.name); !s.ok()) return s;
-  return watch_->Watch(ref, std::move(listener));
-}
-
-void Store::Unwatch(uint64_t token) {
-  if (watch_ != nullptr) watch_->Unwatch(token);
-}
-
-absl::StatusOr<DictStore::Removed> Store::DeleteLeaves(const DictRef& ref,
-                                                       const std::vector<LeafPath>& paths) {
-  return dicts_->DeleteLeaves(ref, paths);
-}
-
-absl::Status Store::Read(const DictRef& ref, const std::vector<LeafPath>& paths,
-                         LeafSink& sink) const {
-  return dicts_->WithSchema(ref, [&](const DictSchema& schema, bool probe) {
-    auto selected = schema.Select(paths);
-    if (!selected.ok()) return selected.status();
-    return ReadLeaves(*dicts_, schema, *selected, probe, sink);
-  });
-}
-
-absl::StatusOr<std::unique_ptr<WriteTxn>> Store::BeginWrite(const DictRef& ref) {
-  return WriteTxn::Begin(dicts_, ref);
-}
-
-absl::StatusOr<IndexedReadResult> Store::ReadIndexed(const DictRef& ref,
-                                                     const plan::IndexSpec& index,
-                                                     const std::vector<LeafPath>& paths) const {
-  return ReadIndexedLeaves(*dicts_, ref, index, paths);
-}
-
-absl::StatusOr<std::vector<Leaf>> Store::WriteIndexed(const DictRef& ref,
-                                                      const plan::IndexSpec& index,
-                                                      const std::vector<IndexedWriteValue>& values,
-                                                      MemoryBudget::Lease& lease,
-                                                      int64_t* version) {
-  return WriteIndexedLeaves(dicts_, ref, index, values, lease, version);
-}
-
-absl::StatusOr<RingAppendResult> Store::AppendToRing(const DictRef& ref, const RingAppend& ring,
-                                                     const std::vector<IndexedWriteValue>& values,
-                                                     MemoryBudget::Lease& lease) {
-  return store::AppendToRing(dicts_, ref, ring, values, lease);
+absl::StatusOr<std::unique_ptr<RowAppend>> Store::OpenAppend(const DictRef& ref,
+                                                            const std::vector<LeafPath>& paths) {
+  if (paths.empty()) return absl::InvalidArgumentError("AppendBegin names no leaf");
+  auto schema = Describe(ref);
+  if (!schema.ok()) return schema.status();
+  const Shape& batch_shape = schema->meta.batch_shape;
+  if (batch_shape.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("dict '", ref.name, "' has no batch dim to append rows along"));
+  }
+  // Each leaf's dtype and row size, from the schema at the stream's start.
+  // A leaf replaced later by one of another dtype or shape fails the
+  // batches that follow (the indexed write checks them), never silently.
+  std::vector<AppendedLeaf> leaves;
+  for (const LeafPath& path : paths) {
+    const Leaf* leaf = schema->Find(path);
+    if (leaf == nullptr) {
+      return absl::NotFoundError(StrCat("dict '", ref.name, "' has no leaf '",
+                                        PathToDisplay(path), "' to append to"));
+    }
+    AppendedLeaf& a = leaves.emplace_back();
+    a.path = path;
+    a.dtype = leaf->record.dtype;
+    a.kind = leaf->record.kind;
+    if (a.kind == LeafKind::kRagged) a.value = leaf->record.value;
+    a.element_shape.assign(leaf->record.shape.begin() + 1, leaf->record.shape.end());
+    a.row_bytes = RecordBytes(leaf->record) / std::max<int64_t>(1, batch_shape[0]);
+  }
+  return std::make_unique<BatchAppend>(this, ref, std::move(leaves), batch_shape[0]);
 }
 
 }  // namespace tdstore::store

@@ -10,7 +10,7 @@
 namespace tdstore::store {
 
 struct StoreOptions {
-  // Prefix of every Redis key (common/key_schema.h).
+  // Prefix of every Redis key (server/redis_store/key_schema.h).
   std::string ns = "td";
   // Block layout of dicts created without explicit options.
   int64_t default_rows_per_block = 16384;

@@ -1,7 +1,7 @@
 // The baseline: the ideal Redis work for each benchmark job, done by a plain
 // hiredis client on the keys tdstore itself lays out
 // (docs/storage-layout.md): the same blocks, parts and byte runs, computed
-// with the same pure code (common/block_layout.h, common/key_schema.h,
+// with the same pure code (common/block_layout.h, server/redis_store/key_schema.h,
 // common/index.h), minus everything a service adds (schema round trips,
 // generations, commits, validation, gRPC).
 //
@@ -27,8 +27,8 @@
 #include "absl/status/statusor.h"
 #include "common/block_layout.h"
 #include "common/index.h"
-#include "common/key_schema.h"
-#include "common/records.h"
+#include "server/redis_store/key_schema.h"
+#include "server/redis_store/leaf_record_text.h"
 #include "tests/bench/raw_redis.h"
 
 namespace tdstore::bench {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/cluster_slot.h"
+#include "server/redis/cluster_slot.h"
 
 namespace tdstore::bench {
 namespace {

@@ -1,5 +1,5 @@
 // The baseline's Redis client: plain blocking hiredis, one connection per
-// master, commands routed by cluster slot (common/cluster_slot.h), and a
+// master, commands routed by cluster slot (server/redis/cluster_slot.h), and a
 // pipeline that keeps a bounded number of commands in flight.
 //
 // Written for tdstore-bench only. It shares no code with server/redis/ on

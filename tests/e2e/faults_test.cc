@@ -28,7 +28,7 @@
 #include <optional>
 #include <thread>
 
-#include "common/cluster_slot.h"
+#include "server/redis/cluster_slot.h"
 #include "tdstore/client.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/health_probe.h"

@@ -180,7 +180,35 @@ TEST_F(E2eLimits, StalledWritersAreCancelledAndDoNotBlockOthers) {
   const auto t0 = std::chrono::steady_clock::now();
   StalledWriter first(*stub, "stall", "s1");
   StalledWriter second(*stub, "stall", "s2");
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The stalled streams hold both slots once tdstored has admitted them,
+  // which the client cannot see: wait until a read stream (which changes
+  // nothing) is refused for want of a slot.
+  auto status_of = [](const std::function<void()>& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return StatusCode::kOk;
+  };
+  auto waited_for = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  };
+  ASSERT_TRUE(waited_for([&] {
+    grpc::ClientContext ctx;
+    v1::ReadLeavesRequest req;
+    req.set_dict("stall");
+    auto reader = stub->ReadLeaves(&ctx, req);
+    v1::ReadChunk chunk;
+    while (reader->Read(&chunk)) {
+    }
+    return reader->Finish().error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  })) << "the stalled streams never held both slots";
 
   // Both stream slots are taken: a third stream is refused at once...
   Error e = ErrorOf([&] { td.set("x", at::zeros({4})); });
@@ -199,9 +227,13 @@ TEST_F(E2eLimits, StalledWritersAreCancelledAndDoNotBlockOthers) {
   EXPECT_EQ(s2.error_code(), grpc::StatusCode::CANCELLED) << s2.error_message();
   EXPECT_GE(waited, 0.7);
   EXPECT_LT(waited, 5.0);
-  // Nothing of theirs stays in Redis, and streams are served again.
+  // Nothing of theirs stays in Redis, and streams are served again: a
+  // cancelled stream's slot is free once its handler has cleaned up, which
+  // may be just after the client saw CANCELLED.
   EXPECT_TRUE(SettlesTo(kNs, before)) << "a cancelled write left keys behind";
-  td.set("x", at::ones({4}));
+  ASSERT_TRUE(waited_for([&] {
+    return status_of([&] { td.set("x", at::ones({4})); }) != StatusCode::kResourceExhausted;
+  })) << "the cancelled streams' slots were never freed";
   EXPECT_TRUE(at::equal(td.get("x"), at::ones({4})));
 }
 

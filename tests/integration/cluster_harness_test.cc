@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/cluster_slot.h"
+#include "server/redis/cluster_slot.h"
 #include "gtest/gtest.h"
 #include "tests/support/redis_cluster.h"
 #include "tests/support/test_redis.h"

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "common/cluster_slot.h"
+#include "server/redis/cluster_slot.h"
 #include "server/redis/make_client.h"
-#include "server/store/dict_store.h"
-#include "server/store/indexed_access.h"
-#include "server/store/leaf_reader.h"
-#include "server/store/leaf_writer.h"
+#include "server/redis_store/dict_store.h"
+#include "server/redis_store/indexed_access.h"
+#include "server/redis_store/leaf_reader.h"
+#include "server/redis_store/leaf_writer.h"
 #include "tests/support/redis_cluster.h"
 
 namespace tdstore::store {

@@ -1,4 +1,4 @@
-// server/store/dict_resize.h against a real redis-server or cluster: a
+// server/redis_store/dict_resize.h against a real redis-server or cluster: a
 // resize keeps every old byte, new rows read zeros, Redis holds exactly the
 // keys the new layout names, and refused, racing or interrupted resizes
 // leave nothing wrong behind.
@@ -17,12 +17,12 @@
 #include "common/block_layout.h"
 #include "gtest/gtest.h"
 #include "server/redis/make_client.h"
-#include "server/store/dict_resize.h"
-#include "server/store/dict_state.h"
-#include "server/store/dict_store.h"
-#include "server/store/leaf_reader.h"
-#include "server/store/leaf_writer.h"
-#include "server/store/schema_cache.h"
+#include "server/redis_store/dict_resize.h"
+#include "server/redis_store/dict_state.h"
+#include "server/redis_store/dict_store.h"
+#include "server/redis_store/leaf_reader.h"
+#include "server/redis_store/leaf_writer.h"
+#include "server/redis_store/schema_cache.h"
 #include "tests/support/test_redis.h"
 
 namespace tdstore::store {

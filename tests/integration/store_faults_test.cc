@@ -11,11 +11,11 @@
 #include "gtest/gtest.h"
 #include "server/redis/make_client.h"
 #include "server/redis/redis_address.h"
-#include "server/store/dict_store.h"
-#include "server/store/leaf_reader.h"
-#include "server/store/leaf_writer.h"
-#include "server/store/lua_scripts.h"
-#include "server/store/sweeper.h"
+#include "server/redis_store/dict_store.h"
+#include "server/redis_store/leaf_reader.h"
+#include "server/redis_store/leaf_writer.h"
+#include "server/redis_store/lua_scripts.h"
+#include "server/redis_store/sweeper.h"
 #include "tests/support/redis_server.h"
 
 namespace tdstore::store {

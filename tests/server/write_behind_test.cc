@@ -1,8 +1,8 @@
-// WriteBehind (server/service/write_behind.h): steps run in order on one
+// WriteBehind (server/store/write_behind.h): steps run in order on one
 // worker, the queue never holds more than its bound beyond one step, the
 // first failure stops everything after it and is what every later call
 // returns, and the destructor drops queued steps without running them.
-#include "server/service/write_behind.h"
+#include "server/store/write_behind.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace tdstore::service {
+namespace tdstore::store {
 namespace {
 
 using std::chrono::milliseconds;
@@ -140,4 +140,4 @@ TEST(WriteBehind, DestroyingDropsQueuedStepsAndWaitsForTheRunningOne) {
 }
 
 }  // namespace
-}  // namespace tdstore::service
+}  // namespace tdstore::store

@@ -19,7 +19,7 @@
 #include <set>
 #include <thread>
 
-#include "common/cluster_slot.h"
+#include "server/redis/cluster_slot.h"
 #include "tests/support/child_process.h"
 #include "tests/support/raw_redis.h"
 #include "tests/support/redis_server.h"

@@ -6,7 +6,6 @@
 
 #include "common/leaf_kind.h"
 #include "common/leaf_kind_check.h"
-#include "common/records.h"
 #include "gtest/gtest.h"
 
 namespace tdstore {
@@ -81,7 +80,7 @@ TEST(RaggedCellsTest, WrongInputIsRefusedAndForeignBytesAreDataLoss) {
   }
 }
 
-TEST(RaggedCellsTest, TheLeafFormAndItsRecord) {
+TEST(RaggedCellsTest, TheLeafForm) {
   EXPECT_TRUE(CheckLeafKind(LeafKind::kRagged, DType::kUInt8, {3, 16}, 1, "float32").ok());
   EXPECT_TRUE(CheckLeafKind(LeafKind::kRagged, DType::kUInt8, {3, 2, 4}, 2, "int64").ok());
   // No dtype, an unknown one, no one-value form, no batch dims, not uint8.
@@ -90,14 +89,6 @@ TEST(RaggedCellsTest, TheLeafFormAndItsRecord) {
   EXPECT_FALSE(CheckLeafKind(LeafKind::kRagged, DType::kUInt8, {3, 0}, 1, "float32").ok());
   EXPECT_FALSE(CheckLeafKind(LeafKind::kRagged, DType::kUInt8, {16}, 0, "float32").ok());
   EXPECT_FALSE(CheckLeafKind(LeafKind::kRagged, DType::kFloat32, {3, 16}, 1, "float32").ok());
-  // The record keeps the cells' dtype, and gives it back.
-  const LeafRecord record{DType::kUInt8, {4, 32}, 2, LeafKind::kRagged, "float32"};
-  EXPECT_EQ(EncodeLeafRecord(record),
-            "dtype=uint8;shape=4,32;gen=2;kind=ragged;value=666c6f61743332");
-  auto back = DecodeLeafRecord(EncodeLeafRecord(record));
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->kind, LeafKind::kRagged);
-  EXPECT_EQ(back->value, "float32");
   EXPECT_EQ(LeafKindFromName("ragged"), LeafKind::kRagged);
 }
 

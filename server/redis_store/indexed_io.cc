@@ -1,0 +1,429 @@
+#include "server/redis_store/indexed_io.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "common/str_cat.h"
+#include "server/redis_store/lua_scripts.h"
+#include "server/redis_store/redis_errors.h"
+
+namespace tdstore::store {
+
+namespace {
+
+// A block key that is gone: its leaf was replaced or deleted meanwhile.
+absl::Status StaleBlock(std::string_view key) {
+  return StaleError(StrCat("block ", key, " (its leaf was replaced or deleted)"));
+}
+
+// Everything one storage block contributes to a call: the part keys it
+// touches (numbered from 1, as the scripts want) and the runs, grouped by
+// leaf, each leaf's runs in result order.
+struct BlockWork {
+  struct Run {
+    size_t leaf = 0;
+    int key = 0;  // 1-based index into keys
+    int64_t offset_in_part = 0;
+    int64_t length = 0;
+    int64_t result_offset = 0;
+  };
+  std::vector<std::string> keys;
+  // (generation, part) -> key. A record dict's leaves share their
+  // generation, so all of a row's leaves are runs of one key.
+  std::map<std::pair<int64_t, int64_t>, int> key_numbers;
+  std::vector<Run> runs;
+};
+
+absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(const DictStore& store,
+                                                          const DictSchema& schema,
+                                                          const plan::ResolvedIndex& index,
+                                                          const std::vector<const Leaf*>& leaves) {
+  std::map<int64_t, BlockWork> blocks;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const LeafRecord& record = leaves[i]->record;
+    auto layout = schema.Layout(record);
+    if (!layout.ok()) return layout.status();
+    for (const plan::PartRun& r : plan::SplitRuns(plan::PlanRuns(index, CellBytes(schema, record)), *layout)) {
+      BlockWork& work = blocks[r.block];
+      auto [it, added] = work.key_numbers.emplace(std::make_pair(record.generation, r.part),
+                                                  static_cast<int>(work.keys.size()) + 1);
+      if (added) {
+        work.keys.push_back(
+            store.keys().BlockPart(schema.meta.id, r.block, record.generation, r.part));
+      }
+      work.runs.push_back({i, it->second, r.offset_in_part, r.length, r.result_offset});
+    }
+  }
+  return blocks;
+}
+
+// One block's command, owning the strings its argv points into.
+struct BlockCommand {
+  std::vector<std::string> storage;
+  std::vector<std::string_view> keys;  // for a script: its KEYS
+  std::vector<std::string_view> args;  // for a script: its ARGV
+  std::vector<std::string_view> argv;  // the whole command
+  // Instead of argv: commands run as one transaction, MULTI ... EXEC; the
+  // block's reply is EXEC's array of their replies.
+  std::vector<std::vector<std::string_view>> transaction;
+  // Runs' bytes gathered into one argument (deque: elements never move).
+  std::deque<std::string> gathered;
+  std::string_view routing_key;
+  const redis::Script* script = nullptr;  // null: a plain command
+};
+
+void FinishScriptCommand(BlockCommand& cmd, const redis::Script& script, std::string numkeys) {
+  cmd.script = &script;
+  cmd.storage.push_back(std::move(numkeys));
+  // `storage` must not reallocate from here on: views point into it.
+  cmd.argv = {"EVALSHA", script.sha1(), cmd.storage.back()};
+  cmd.argv.insert(cmd.argv.end(), cmd.keys.begin(), cmd.keys.end());
+  cmd.argv.insert(cmd.argv.end(), cmd.args.begin(), cmd.args.end());
+  cmd.routing_key = cmd.keys.front();
+}
+
+// Block calls in flight at once. A 256-row sample of a 1M-row dict in the
+// default layout touches 62 blocks: all of them go out together. The bound
+// keeps what a huge sparse selection has formatted and on the wire (about
+// a command per run) from growing with the selection.
+constexpr size_t kBlocksInFlight = 64;
+
+// Sends the probe (if asked) and the blocks' commands on one pipeline,
+// kBlocksInFlight blocks ahead, checks the probe's reply and hands each
+// block's reply to `on_reply` in block order. A NOSCRIPT reply (Redis
+// restarted or flushed its scripts) is redone through RedisClient::Eval,
+// which loads the script and retries.
+absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool probe,
+                       std::vector<BlockCommand>& commands, bool writes,
+                       const std::function<absl::Status(size_t, const redis::Reply&)>& on_reply) {
+  if (commands.empty() && !probe) return absl::OkStatus();
+  auto sends = [](const BlockCommand& c) {
+    return c.transaction.empty() ? 1 : static_cast<int>(c.transaction.size()) + 2;
+  };
+  int depth = 2;
+  for (size_t i = 0; i < commands.size() && i < kBlocksInFlight; ++i) depth += sends(commands[i]);
+  auto pipe = store.redis().NewPipeline(depth);
+  if (!pipe.ok()) return pipe.status();
+  const StoreOptions& o = store.options();
+  const int replicas = writes ? o.write_replicas : 0;
+  if (replicas > 0) (*pipe)->set_reissue_replicas(replicas, o.write_replicas_timeout);
+  size_t sent = 0;
+  auto send_block = [&](const BlockCommand& c) -> absl::Status {
+    if (c.transaction.empty()) return (*pipe)->Send(c.routing_key, c.argv);
+    if (auto s = (*pipe)->Send(c.routing_key, {"MULTI"}); !s.ok()) return s;
+    for (const std::vector<std::string_view>& argv : c.transaction) {
+      if (auto s = (*pipe)->Send(c.routing_key, argv); !s.ok()) return s;
+    }
+    return (*pipe)->Send(c.routing_key, {"EXEC"});
+  };
+  auto fill = [&](size_t received) -> absl::Status {
+    while (sent < commands.size() && sent < received + kBlocksInFlight) {
+      if (auto s = send_block(commands[sent++]); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  };
+  if (probe) {
+    if (auto s = SendProbe(**pipe, store.keys(), schema, schema.meta.name); !s.ok()) return s;
+  }
+  if (auto s = fill(0); !s.ok()) return s;
+  if (probe) {
+    absl::Status s = ReceiveProbe(**pipe, schema, schema.meta.name);
+    if (!s.ok()) {
+      // Writes sent behind a failed probe still run; they must be done
+      // before the caller redoes the write, or they could land after it.
+      if (writes) {
+        while ((*pipe)->outstanding() > 0 && (*pipe)->Receive().ok()) {
+        }
+      }
+      return s;
+    }
+  }
+  for (size_t received = 0; received < commands.size(); ++received) {
+    if (auto s = fill(received); !s.ok()) return s;
+    const BlockCommand& c = commands[received];
+    if (!c.transaction.empty()) {
+      // MULTI's +OK and a +QUEUED per command come first. Anything else
+      // (a cluster slot that moved: -MOVED, or a command re-issued on
+      // another node) means the transaction did not run as one: do the
+      // call again from a fresh plan.
+      for (size_t i = 0; i <= c.transaction.size(); ++i) {
+        auto ack = (*pipe)->Receive();
+        if (!ack.ok()) return ack.status();
+        if (!ack->is_status() || (ack->str() != "OK" && ack->str() != "QUEUED")) {
+          return StaleError(StrCat("a block's transaction (", ack->str(), ")"));
+        }
+      }
+    }
+    auto reply = (*pipe)->Receive();
+    if (!reply.ok()) return reply.status();
+    if (!c.transaction.empty() && (reply->is_error() || reply->size() != c.transaction.size())) {
+      return StaleError(StrCat("a block's transaction (EXEC: ", reply->str(), ")"));
+    }
+    if (c.script != nullptr && reply->is_error() && reply->str().substr(0, 8) == "NOSCRIPT") {
+      reply = store.redis().EvalDurable(*c.script, c.keys, c.args, replicas,
+                                        o.write_replicas_timeout);
+      if (!reply.ok()) return reply.status();
+    }
+    if (ErrorTag(*reply) == "TDSTALE") return StaleBlock(ErrorDetail(*reply));
+    if (auto s = ReplyStatus(*reply, "indexed block access"); !s.ok()) return s;
+    if (auto s = on_reply(received, *reply); !s.ok()) return s;
+  }
+  if (replicas > 0) return (*pipe)->WaitReplicas(replicas, o.write_replicas_timeout);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t CellBytes(const DictSchema& schema, const LeafRecord& record) {
+  int64_t bytes = DTypeSize(record.dtype);
+  for (size_t d = schema.meta.batch_shape.size(); d < record.shape.size(); ++d) {
+    bytes *= record.shape[d];
+  }
+  return bytes;
+}
+
+Shape IndexedShape(const DictSchema& schema, const LeafRecord& record,
+                   const Shape& result_shape) {
+  Shape shape = result_shape;
+  shape.insert(shape.end(), record.shape.begin() + schema.meta.batch_shape.size(),
+               record.shape.end());
+  return shape;
+}
+
+namespace {
+
+// How a read fetches one key's runs within a block: each run by itself, or
+// one range covering them all, the runs cut out of it here. Covering wins
+// when the range is dense, as a step slice's rows are: one GETRANGE of a
+// range costs Redis far less than a call per run (td[::3] of [10000, 64]
+// f32: 5 covering ranges in 31 ms, 16,670 GETRANGEs in 210 ms, through
+// redis-py). It also wins for a small leaf sampled at many rows (a replay
+// buffer's reward: 256 random rows of a 40 KB block), where a call per row
+// costs more than moving the whole block once: each call saved is worth
+// kRunCostBytes of moved bytes (a GETRANGE inside MULTI costs Redis and
+// tdstored about 1-2 us, a byte moved about 0.5 ns over its four copies).
+//
+// So a key's runs are covered if the range moves at most kCoverFactor times
+// the runs' bytes, or if what it moves beyond that is at most kRunCostBytes
+// per run and fits what is left of the read's allowance (CoverAllowance),
+// which bounds the memory a read can hold beyond kCoverFactor times its
+// selection.
+constexpr int64_t kCoverFactor = 4;
+constexpr int64_t kRunCostBytes = 2048;
+constexpr int64_t kMaxCoverExtraBytes = 8 << 20;
+
+struct Fetch {
+  int key = 0;  // 1-based, as BlockWork::Run::key
+  int64_t offset = 0;
+  int64_t length = 0;
+};
+
+// The fetches of one block's runs; `fetch_of[i]` is the fetch run i is cut
+// from. `*allowance` is what the read may still move beyond kCoverFactor
+// times its selection; covering ranges take from it. Runs of a key that is
+// not covered are fetched as they lie: runs that touch or overlap are one
+// fetch (a record dict's row: every leaf's run of it, one GETRANGE).
+std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch_of,
+                               int64_t* allowance) {
+  std::map<int, std::pair<int64_t, int64_t>> span;  // key -> [begin, end)
+  std::map<int, std::pair<int64_t, int64_t>> selected;  // key -> (bytes, runs)
+  for (const BlockWork::Run& r : work.runs) {
+    auto [it, added] = span.emplace(r.key, std::make_pair(r.offset_in_part, r.offset_in_part + r.length));
+    if (!added) {
+      it->second.first = std::min(it->second.first, r.offset_in_part);
+      it->second.second = std::max(it->second.second, r.offset_in_part + r.length);
+    }
+    selected[r.key].first += r.length;
+    selected[r.key].second += 1;
+  }
+  std::vector<Fetch> fetches;
+  std::map<int, size_t> covering;  // key -> its covering fetch
+  for (const auto& [key, range] : span) {
+    const auto [bytes, runs] = selected[key];
+    const int64_t beyond = (range.second - range.first) - kCoverFactor * bytes;
+    bool cover = beyond <= 0;
+    if (!cover && runs > 1 && beyond <= kRunCostBytes * (runs - 1) && beyond <= *allowance) {
+      *allowance -= beyond;
+      cover = true;
+    }
+    if (cover) {
+      covering[key] = fetches.size();
+      fetches.push_back({key, range.first, range.second - range.first});
+    }
+  }
+  fetch_of->assign(work.runs.size(), 0);
+  std::vector<size_t> loose;  // runs of keys not covered
+  for (size_t i = 0; i < work.runs.size(); ++i) {
+    auto it = covering.find(work.runs[i].key);
+    if (it != covering.end()) {
+      (*fetch_of)[i] = it->second;
+    } else {
+      loose.push_back(i);
+    }
+  }
+  std::sort(loose.begin(), loose.end(), [&](size_t a, size_t b) {
+    const BlockWork::Run& x = work.runs[a];
+    const BlockWork::Run& y = work.runs[b];
+    return std::tie(x.key, x.offset_in_part) < std::tie(y.key, y.offset_in_part);
+  });
+  for (size_t i : loose) {
+    const BlockWork::Run& r = work.runs[i];
+    Fetch* last = fetches.empty() ? nullptr : &fetches.back();
+    if (last != nullptr && last->key == r.key && r.offset_in_part <= last->offset + last->length) {
+      last->length = std::max(last->length, r.offset_in_part + r.length - last->offset);
+    } else {
+      fetches.push_back({r.key, r.offset_in_part, r.length});
+    }
+    (*fetch_of)[i] = fetches.size() - 1;
+  }
+  return fetches;
+}
+
+}  // namespace
+
+int64_t CoverAllowance(int64_t runs) {
+  return std::min(kMaxCoverExtraBytes, kRunCostBytes * std::max<int64_t>(runs, 0));
+}
+
+int64_t IndexedReadMemory(int64_t selected, int64_t runs) {
+  return (1 + kCoverFactor) * selected + CoverAllowance(runs);
+}
+
+absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
+                                                     const DictSchema& schema,
+                                                     const plan::ResolvedIndex& index,
+                                                     const std::vector<const Leaf*>& leaves,
+                                                     bool probe) {
+  std::vector<std::string> out(leaves.size());
+  const int64_t cells = static_cast<int64_t>(index.cells.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    out[i].resize(static_cast<size_t>(cells * CellBytes(schema, leaves[i]->record)));
+  }
+  auto blocks = GroupByBlock(store, schema, index, leaves);
+  if (!blocks.ok()) return blocks.status();
+  // What IndexedReadMemory leased for covering ranges beyond kCoverFactor.
+  int64_t allowance = CoverAllowance(cells * static_cast<int64_t>(leaves.size()));
+
+  // Each block's fetches are read as one: a single GETRANGE, or GETRANGEs
+  // in one MULTI/EXEC (all in the block's slot), so every leaf's rows of a
+  // block are read as of one moment.
+  std::vector<BlockCommand> commands;
+  std::vector<const BlockWork*> works;
+  std::vector<std::vector<Fetch>> fetches;
+  std::vector<std::vector<size_t>> fetch_of;
+  commands.reserve(blocks->size());
+  for (const auto& [block, work] : *blocks) {
+    BlockCommand& cmd = commands.emplace_back();
+    works.push_back(&work);
+    fetch_of.emplace_back();
+    fetches.push_back(PlanFetches(work, &fetch_of.back(), &allowance));
+    cmd.storage.reserve(work.keys.size() + 2 * fetches.back().size());
+    for (const std::string& k : work.keys) cmd.storage.push_back(k);
+    // `storage` does not reallocate from here on: views point into it.
+    for (const Fetch& f : fetches.back()) {
+      const std::string_view key = cmd.storage[static_cast<size_t>(f.key - 1)];
+      const std::string_view start = cmd.storage.emplace_back(StrCat(f.offset));
+      const std::string_view end = cmd.storage.emplace_back(StrCat(f.offset + f.length - 1));
+      cmd.transaction.push_back({"GETRANGE", key, start, end});
+    }
+    cmd.routing_key = cmd.storage[0];
+    if (cmd.transaction.size() == 1) cmd.argv = std::move(cmd.transaction[0]), cmd.transaction.clear();
+  }
+
+  auto status = RunBlocks(store, schema, probe, commands, false, [&](size_t i, const redis::Reply& reply) {
+    const std::vector<Fetch>& f = fetches[i];
+    auto fetched = [&](size_t n) {
+      return commands[i].transaction.empty() ? reply.str() : reply[n].str();
+    };
+    for (size_t n = 0; n < f.size(); ++n) {
+      if (static_cast<int64_t>(fetched(n).size()) != f[n].length) {
+        return StaleBlock(works[i]->keys[static_cast<size_t>(f[n].key - 1)]);
+      }
+    }
+    const std::vector<BlockWork::Run>& runs = works[i]->runs;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const Fetch& from = f[fetch_of[i][r]];
+      std::memcpy(out[runs[r].leaf].data() + runs[r].result_offset,
+                  fetched(fetch_of[i][r]).data() + (runs[r].offset_in_part - from.offset),
+                  static_cast<size_t>(runs[r].length));
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
+                          const plan::ResolvedIndex& index, const std::vector<IndexedValue>& values,
+                          bool probe) {
+  std::vector<const Leaf*> leaves;
+  for (const IndexedValue& v : values) leaves.push_back(v.leaf);
+  auto blocks = GroupByBlock(store, schema, index, leaves);
+  if (!blocks.ok()) return blocks.status();
+
+  // Every block is a write_runs.lua call, even with a single run: only the
+  // script can refuse to write into a key that no longer exists.
+  std::vector<BlockCommand> commands;
+  commands.reserve(blocks->size());
+  for (const auto& [block, work] : *blocks) {
+    BlockCommand& cmd = commands.emplace_back();
+    cmd.storage.reserve(work.keys.size() + 2 * work.runs.size() + 1);
+    for (const std::string& k : work.keys) cmd.keys.push_back(cmd.storage.emplace_back(k));
+    auto bytes_of = [&](const BlockWork::Run& r) {
+      return values[r.leaf].bytes.substr(static_cast<size_t>(r.result_offset),
+                                         static_cast<size_t>(r.length));
+    };
+    // Runs of one key that touch are written as one range: a record dict's
+    // consecutive rows of every leaf are one range, one SETRANGE instead of
+    // one per leaf and row. That needs the runs in key and offset order,
+    // which may only replace the index's order when no two runs overlap:
+    // where an index selects a cell twice, write_runs.lua applies the runs
+    // in index order, so that the last occurrence wins.
+    std::vector<size_t> order(work.runs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::vector<size_t> sorted = order;
+    std::stable_sort(sorted.begin(), sorted.end(), [&](size_t a, size_t b) {
+      const BlockWork::Run& x = work.runs[a];
+      const BlockWork::Run& y = work.runs[b];
+      return std::tie(x.key, x.offset_in_part) < std::tie(y.key, y.offset_in_part);
+    });
+    bool overlap = false;
+    for (size_t i = 1; i < sorted.size() && !overlap; ++i) {
+      const BlockWork::Run& prev = work.runs[sorted[i - 1]];
+      const BlockWork::Run& cur = work.runs[sorted[i]];
+      overlap = prev.key == cur.key && cur.offset_in_part < prev.offset_in_part + prev.length;
+    }
+    if (!overlap) order = std::move(sorted);
+    for (size_t i = 0; i < order.size();) {
+      const BlockWork::Run& first = work.runs[order[i]];
+      size_t j = i + 1;
+      int64_t end = first.offset_in_part + first.length;
+      while (j < order.size() && work.runs[order[j]].key == first.key &&
+             work.runs[order[j]].offset_in_part == end) {
+        end += work.runs[order[j++]].length;
+      }
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(first.key)));
+      cmd.args.push_back(cmd.storage.emplace_back(StrCat(first.offset_in_part)));
+      if (j == i + 1) {
+        // The run's bytes, viewed in place: hiredis copies them once, into
+        // the command it formats.
+        cmd.args.push_back(bytes_of(first));
+      } else {
+        std::string& range = cmd.gathered.emplace_back();
+        range.reserve(static_cast<size_t>(end - first.offset_in_part));
+        for (size_t k = i; k < j; ++k) range.append(bytes_of(work.runs[order[k]]));
+        cmd.args.push_back(range);
+      }
+      i = j;
+    }
+    FinishScriptCommand(cmd, GetScripts().write_runs, StrCat(work.keys.size()));
+  }
+  return RunBlocks(store, schema, probe, commands, true,
+                   [](size_t, const redis::Reply&) { return absl::OkStatus(); });
+}
+
+}  // namespace tdstore::store

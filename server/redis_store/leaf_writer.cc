@@ -1,0 +1,532 @@
+#include "server/redis_store/leaf_writer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <utility>
+
+#include "common/str_cat.h"
+#include "server/redis_store/dict_state.h"
+#include "server/redis_store/lua_scripts.h"
+#include "server/redis_store/redis_errors.h"
+
+namespace tdstore::store {
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Display(const LeafPath& path) { return StrCat("'", PathToDisplay(path), "'"); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WriteTxn>> WriteTxn::Begin(DictStore* store, const DictRef& ref) {
+  auto schema = store->Load(ref);
+  if (!schema.ok()) return schema.status();
+  return Begin(store, *std::move(schema));
+}
+
+std::unique_ptr<WriteTxn> WriteTxn::Begin(DictStore* store, DictSchema schema) {
+  return std::unique_ptr<WriteTxn>(new WriteTxn(store, std::move(schema)));
+}
+
+WriteTxn::WriteTxn(DictStore* store, DictSchema schema)
+    : store_(store),
+      schema_(std::move(schema)),
+      last_touch_(std::chrono::steady_clock::now()),
+      bytes_after_commit_(schema_.StoredBytes()) {}
+
+WriteTxn::~WriteTxn() { Abort(); }
+
+std::string WriteTxn::PendingRecordFor(const LeafRecord& record) const {
+  PendingRecord pending;
+  pending.expires_ms = NowMs() + store_->options().pending_timeout.count();
+  pending.leaf = record;
+  return EncodePendingRecord(pending);
+}
+
+absl::Status WriteTxn::Fail(absl::Status status) {
+  Abort();
+  return status;
+}
+
+absl::Status WriteTxn::CheckOneValueTotal(const LeafPath& path, const LeafRecord& leaf) const {
+  if (!IsOneValue(leaf.kind, leaf.shape) || leaf.value.empty()) return absl::OkStatus();
+  // The dict as this write leaves it: its one values but those this write
+  // replaces, plus this write's. (Two writers at once may each pass it: the
+  // bound is then twice the limit, which the messages still fit.)
+  auto written = [&](const LeafPath& p) {
+    if (p == path) return true;
+    for (const PendingLeaf& other : leaves_) {
+      if (other.leaf.path == p) return true;
+    }
+    return false;
+  };
+  // Only one values count: a ragged leaf's value is its cells' dtype name.
+  auto one_value_bytes = [](const LeafRecord& r) {
+    return IsOneValue(r.kind, r.shape) ? static_cast<int64_t>(r.value.size()) : int64_t{0};
+  };
+  int64_t total = one_value_bytes(leaf);
+  for (const auto& [_, existing] : schema_.leaves) {
+    if (!written(existing.path)) total += one_value_bytes(existing.record);
+  }
+  for (const PendingLeaf& other : leaves_) total += one_value_bytes(other.leaf.record);
+  if (total > kMaxOneValueBytesPerDict) {
+    return absl::InvalidArgumentError(StrCat(
+        "leaf ", Display(path), ": the dict's one values would add up to ", total,
+        " bytes, over the limit of ", kMaxOneValueBytesPerDict, " bytes per dict"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::CheckReadyForLeaf() {
+  if (done_) return absl::FailedPreconditionError("write transaction already finished");
+  if (!leaves_.empty()) {
+    const PendingLeaf& prev = leaves_.back();
+    if (prev.written != prev.layout.total_bytes()) {
+      return Fail(absl::InvalidArgumentError(
+          StrCat("leaf ", Display(prev.leaf.path), ": header announced ",
+                       prev.layout.total_bytes(), " bytes but ", prev.written, " arrived")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
+                                 int64_t byte_size) {
+  const DType dtype = leaf.dtype;
+  const Shape& shape = leaf.shape;
+  if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
+
+  // --- Validate the header against the dict before touching Redis. --------
+  auto expected = CheckNewLeaf(schema_.meta.batch_shape, path, leaf);
+  if (!expected.ok()) return Fail(expected.status());
+  if (byte_size != *expected) {
+    return Fail(absl::InvalidArgumentError(StrCat(
+        "leaf ", Display(path), ": byte count ", byte_size, " does not match shape ",
+        ShapeToString(shape), " of ", DTypeName(dtype), " (", *expected, " bytes)")));
+  }
+  for (const PendingLeaf& other : leaves_) {
+    // A record (BeginRecord) is its leaves; its own bytes have no path.
+    if (other.fields.empty()) {
+      if (auto s = CheckDisjoint(other.leaf.path, path); !s.ok()) return Fail(s);
+    }
+    for (const Leaf& field : other.fields) {
+      if (auto s = CheckDisjoint(field.path, path); !s.ok()) return Fail(s);
+    }
+  }
+  if (auto s = CheckNesting(schema_, path); !s.ok()) return Fail(s);
+  if (auto s = CheckOneValueTotal(path, leaf); !s.ok()) return Fail(s);
+  const Leaf* replaced = schema_.Find(path);
+  // Replacing a leaf of the record, by whatever leaf, would retire the
+  // generation every other leaf of the record still reads; and its rows
+  // are strided through every block, so a whole leaf would be a write per
+  // row. Its rows are written by indexed writes instead. A leaf outside
+  // the record (made after it formed) is a leaf like any other.
+  if (replaced != nullptr && replaced->record.InSharedRecord()) {
+    return Fail(absl::FailedPreconditionError(StrCat(
+        "dict '", schema_.meta.name, "' keeps each row's leaves in one record (layout record): ",
+        "leaf ", Display(path), " is in it and is written by rows (td[:] = value), not whole")));
+  }
+  if (schema_.meta.locked &&
+      (refuse_if_locked_ || replaced == nullptr || replaced->record.dtype != dtype ||
+       replaced->record.shape != shape || replaced->record.kind != leaf.kind ||
+       (leaf.kind == LeafKind::kRagged && replaced->record.value != leaf.value))) {
+    // Early, before any data moves; commit_leaves.lua decides atomically.
+    return Fail(LockedError(
+        schema_.meta.name,
+        StrCat(replaced == nullptr           ? "add leaf "
+               : refuse_if_locked_           ? "replace leaf "
+                                             : "reshape leaf ",
+               Display(path),
+               replaced != nullptr && refuse_if_locked_ ? " (set it in place instead)" : "")));
+  }
+  LeafRecord record = leaf;
+  record.generation = 0;
+  record.in_record = {};  // a whole leaf has rows of its own (a copy's source may not)
+  return Reserve(path, std::move(record), byte_size,
+                 replaced ? RecordBytes(replaced->record) : 0, {});
+}
+
+absl::Status WriteTxn::BeginRecord(const std::vector<Leaf>& fields) {
+  if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
+  const Shape& batch = schema_.meta.batch_shape;
+  if (batch.empty() || fields.empty()) {
+    return Fail(absl::InternalError("a record needs batch dims and leaves"));
+  }
+  if (schema_.meta.locked) return Fail(LockedError(schema_.meta.name, "add leaves"));
+  // Each leaf's row at the next free offset of the record, in the order given.
+  std::vector<Leaf> placed;
+  int64_t stride = 0;
+  for (const Leaf& f : fields) {
+    auto bytes = CheckNewLeaf(batch, f.path, f.record);
+    if (!bytes.ok()) return Fail(bytes.status());
+    for (const Leaf& other : placed) {
+      if (auto s = CheckDisjoint(other.path, f.path); !s.ok()) return Fail(s);
+    }
+    if (auto s = CheckNesting(schema_, f.path); !s.ok()) return Fail(s);
+    Leaf leaf = f;
+    leaf.record.generation = 0;
+    leaf.record.in_record = {stride, 0};
+    stride += RowBytes(f.record);
+    placed.push_back(std::move(leaf));
+  }
+  for (Leaf& leaf : placed) leaf.record.in_record.stride = stride;
+  auto bytes = ByteSize(std::vector<int64_t>{batch[0], stride}, 1);
+  if (!bytes.ok()) return Fail(bytes.status());
+  // The record is written as one uint8 leaf [rows, stride] (pending record,
+  // blocks, quota), and committed as the leaves in it.
+  return Reserve({}, LeafRecord{DType::kUInt8, {batch[0], stride}, 0}, *bytes, 0,
+                 std::move(placed));
+}
+
+absl::Status WriteTxn::Reserve(const LeafPath& path, LeafRecord record, int64_t byte_size,
+                               int64_t replaced_bytes, std::vector<Leaf> fields) {
+  // A record is a uint8 [rows, stride] leaf whose rows are batch dim 0's
+  // alone, whatever other batch dims the dict has: each leaf's row in it
+  // spans those (BeginRecord).
+  const std::vector<int64_t> record_rows = {
+      fields.empty() ? 0 : schema_.meta.batch_shape.front()};
+  auto layout = fields.empty()
+                    ? schema_.Layout(record)
+                    : BlockLayout::Make(record_rows, record.shape, 1, schema_.meta.rows_per_block,
+                                        schema_.meta.part_bytes, 0, 0);
+  if (!layout.ok()) return Fail(layout.status());
+
+  // --- Quotas, before the generation exists. -------------------------------
+  // The dict quota counts the dict as the commit will leave it (a replaced
+  // leaf's bytes go); the namespace counter also holds the replaced
+  // generation until its blocks are deleted, as Redis does.
+  const int64_t after = bytes_after_commit_ + byte_size - replaced_bytes;
+  if (auto s = store_->CheckDictQuota(schema_.meta, after); !s.ok()) return Fail(s);
+  if (auto s = store_->ReserveBytes(
+          byte_size, StrCat(fields.empty() ? StrCat("leaf ", Display(path), " of") : "the record of",
+                            " dict '", schema_.meta.name, "'"));
+      !s.ok()) {
+    return Fail(s);
+  }
+  unrecorded_reserved_ = byte_size;
+  bytes_after_commit_ = after;
+
+  // --- Reserve a generation, recorded as pending. ---------------------------
+  if (auto s = DrainReplies(0); !s.ok()) return Fail(s);
+  const std::string meta_key = store_->keys().Meta(schema_.meta.id);
+  const std::string pending_key = store_->keys().Pending(schema_.meta.id);
+  auto gen = store_->redis().Eval(GetScripts().begin_write, {meta_key, pending_key},
+                                  {PendingRecordFor(record)});
+  if (!gen.ok()) return Fail(gen.status());
+  if (ErrorTag(*gen) == "TDNODICT") {
+    return Fail(absl::NotFoundError(
+        StrCat("dict '", schema_.meta.name, "' was deleted during the write")));
+  }
+  if (auto s = ReplyStatus(*gen, "reserve generation"); !s.ok()) return Fail(s);
+  record.generation = gen->integer();
+  // Recorded: from here the pending entry carries the reservation.
+  unrecorded_reserved_ = 0;
+  for (Leaf& f : fields) f.record.generation = record.generation;
+  leaves_.push_back(PendingLeaf{Leaf{path, record}, *std::move(layout), 0, std::move(fields)});
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::Append(std::string_view data) {
+  if (done_) return absl::FailedPreconditionError("write transaction already finished");
+  if (leaves_.empty()) {
+    return Fail(absl::InvalidArgumentError("data arrived before any leaf header"));
+  }
+  PendingLeaf& cur = leaves_.back();
+  const int64_t size = static_cast<int64_t>(data.size());
+  if (cur.written + size > cur.layout.total_bytes()) {
+    return Fail(absl::InvalidArgumentError(
+        StrCat("leaf ", Display(cur.leaf.path), ": more data than the ",
+                     cur.layout.total_bytes(), " bytes its header announced")));
+  }
+  if (size == 0) return absl::OkStatus();
+  // Refresh the pending entries *before* sending: a write the sweeper has
+  // already given up on must stop here, not recreate keys it deleted.
+  if (auto s = TouchPendingIfDue(); !s.ok()) return Fail(s);
+  if (!pipe_) {
+    if (auto s = OpenPipeline(); !s.ok()) return Fail(s);
+  }
+
+  absl::Status status;
+  const std::string& id = schema_.meta.id;
+  const int64_t gen = cur.leaf.record.generation;
+  cur.layout.ForEachSegment(
+      cur.written, size, store_->options().window_bytes, [&](const Segment& seg) {
+        if (!status.ok()) return;
+        const std::string key = store_->keys().BlockPart(id, seg.block, gen, seg.part);
+        std::string_view bytes =
+            data.substr(static_cast<size_t>(seg.leaf_offset - cur.written),
+                        static_cast<size_t>(seg.length));
+        if (seg.length == cur.layout.part_size(seg.block, seg.part)) {
+          // A whole part in one window: one SET. Redis keeps a large SET
+          // argument as the value itself, where sizing the part and a
+          // SETRANGE would zero-fill it and copy the window in.
+          status = pipe_->Send(key, {"SET", key, bytes});
+          if (status.ok()) status = DrainReplies(store_->options().pipeline_depth);
+          return;
+        }
+        if (seg.offset_in_part == 0) {
+          // Size the whole part once, before its first window: growing a
+          // Redis string window by window reallocates (and copies) it again
+          // and again, quadratic in the part size.
+          const std::string last = StrCat(cur.layout.part_size(seg.block, seg.part) - 1);
+          static const std::string_view kZero("\0", 1);
+          status = pipe_->Send(key, {"SETRANGE", key, last, kZero});
+          if (!status.ok()) return;
+        }
+        const std::string offset = StrCat(seg.offset_in_part);
+        status = pipe_->Send(key, {"SETRANGE", key, offset, bytes});
+        // Keep at most pipeline_depth windows in flight: bounded memory.
+        if (status.ok()) status = DrainReplies(store_->options().pipeline_depth);
+      });
+  // The chunk's windows go to Redis now, not when the next chunk arrives:
+  // a slow client must not leave data parked in our buffers.
+  if (status.ok()) status = pipe_->Flush();
+  if (!status.ok()) return Fail(status);
+  cur.written += size;
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::ZeroFill() {
+  if (done_) return absl::FailedPreconditionError("write transaction already finished");
+  if (leaves_.empty() || leaves_.back().written != 0) {
+    return Fail(absl::InternalError("ZeroFill needs a fresh leaf"));
+  }
+  PendingLeaf& cur = leaves_.back();
+  const BlockLayout& layout = cur.layout;
+  if (!pipe_) {
+    if (auto s = OpenPipeline(); !s.ok()) return Fail(s);
+  }
+  const std::string& id = schema_.meta.id;
+  const int64_t gen = cur.leaf.record.generation;
+  static const std::string_view kZero("\0", 1);
+  for (int64_t b = 0; b < layout.block_count(); ++b) {
+    for (int64_t p = 0; p < layout.part_count(b); ++p) {
+      const std::string key = store_->keys().BlockPart(id, b, gen, p);
+      const std::string last = StrCat(layout.part_size(b, p) - 1);
+      absl::Status s = pipe_->Send(key, {"SETRANGE", key, last, kZero});
+      if (s.ok()) s = DrainReplies(store_->options().pipeline_depth);
+      if (!s.ok()) return Fail(s);
+    }
+  }
+  cur.written = layout.total_bytes();
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::OpenPipeline() {
+  const StoreOptions& options = store_->options();
+  // Windows in flight plus the chunk being split: formatted commands sit in
+  // the pipeline's buffer until Redis has them.
+  auto lease = store_->budget().Acquire((options.pipeline_depth + 1) * options.window_bytes,
+                                        "a whole-leaf write's window pipeline");
+  if (!lease.ok()) return lease.status();
+  pipe_lease_ = *std::move(lease);
+  auto pipe = store_->redis().NewPipeline(options.pipeline_depth);
+  if (!pipe.ok()) return pipe.status();
+  pipe_ = *std::move(pipe);
+  // Commands a cluster pipeline re-sends after a redirect run on other
+  // connections; they need their own WAIT for --write-replicas to hold.
+  if (options.write_replicas > 0) {
+    pipe_->set_reissue_replicas(options.write_replicas, options.write_replicas_timeout);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::DrainReplies(int keep_outstanding) {
+  if (!pipe_) return absl::OkStatus();
+  while (pipe_->outstanding() > keep_outstanding) {
+    auto reply = pipe_->Receive();
+    if (!reply.ok()) return reply.status();
+    if (auto s = ReplyStatus(*reply, "write block"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteTxn::TouchPendingIfDue() {
+  // A long upload keeps its pending entries fresh so the sweeper leaves it
+  // alone; a third of the timeout leaves room for a slow round trip.
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_touch_ < store_->options().pending_timeout / 3) return absl::OkStatus();
+  last_touch_ = now;
+  const std::string pending_key = store_->keys().Pending(schema_.meta.id);
+  for (const PendingLeaf& p : leaves_) {
+    auto reply = store_->redis().Eval(
+        GetScripts().touch_pending, {pending_key},
+        {StrCat(p.leaf.record.generation), PendingRecordFor(p.leaf.record)});
+    if (!reply.ok()) return reply.status();
+    if (auto s = ReplyStatus(*reply, "refresh pending write"); !s.ok()) return s;
+    if (reply->integer() == 0) {
+      return absl::AbortedError("the write was abandoned by the server (dict deleted or write "
+                                "swept after the pending timeout); retry it");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
+  if (done_) return absl::FailedPreconditionError("write transaction already finished");
+  if (leaves_.empty()) {
+    return Fail(absl::InvalidArgumentError("the write stream carried no leaf"));
+  }
+  const PendingLeaf& last = leaves_.back();
+  if (last.written != last.layout.total_bytes()) {
+    return Fail(absl::InvalidArgumentError(
+        StrCat("leaf ", Display(last.leaf.path), ": header announced ",
+                     last.layout.total_bytes(), " bytes but ", last.written, " arrived")));
+  }
+  if (auto s = DrainReplies(0); !s.ok()) return Fail(s);
+  const StoreOptions& options = store_->options();
+  if (pipe_ && options.write_replicas > 0) {
+    // The data must be on the replicas before the commit can point at it.
+    if (auto s = pipe_->WaitReplicas(options.write_replicas, options.write_replicas_timeout);
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
+
+  // --- The commit: one script flips every leaf. ----------------------------
+  const KeySchema& keys = store_->keys();
+  const std::string& id = schema_.meta.id;
+  // What the commit names: each leaf, and for a record each leaf in it.
+  std::vector<const Leaf*> committed;
+  bool record = false;
+  for (const PendingLeaf& p : leaves_) {
+    if (p.fields.empty()) committed.push_back(&p.leaf);
+    for (const Leaf& f : p.fields) committed.push_back(&f);
+    record = record || !p.fields.empty();
+  }
+  std::vector<std::string> args{StrCat(committed.size()),
+                                record                             ? "record"
+                                : mode == CommitMode::kCreateMissing ? "create"
+                                : refuse_if_locked_                ? "strict"
+                                                                   : "replace"};
+  for (const Leaf* leaf : committed) {
+    args.push_back(EncodePath(leaf->path));
+    args.push_back(EncodeLeafRecord(leaf->record));
+    args.push_back(StrCat(leaf->record.generation));
+  }
+  args.push_back(keys.SchemaChannel());
+  args.push_back(id);
+  std::vector<std::string_view> argv(args.begin(), args.end());
+  auto reply = store_->redis().EvalDurable(
+      GetScripts().commit_leaves, {keys.Meta(id), keys.Leaves(id), keys.Pending(id)}, argv,
+      options.write_replicas, options.write_replicas_timeout);
+  if (!reply.ok()) {
+    // No reply: the connection broke after the script was sent, or too few
+    // replicas confirmed it. The commit may have run, so deleting our
+    // blocks could destroy a visible leaf. Leave everything as it is: if
+    // the commit ran, the leaves are visible and complete; if not, the
+    // pending entries still name our generations and the sweeper deletes
+    // their blocks once they expire.
+    done_ = true;
+    pipe_.reset();
+    return OutcomeUnknown(StrCat(
+        "the write's outcome is unknown (it may or may not be visible; retrying it is safe): ",
+        reply.status().message()));
+  }
+  std::string_view tag = ErrorTag(*reply);
+  if (tag == "TDNODICT") {
+    return Fail(absl::NotFoundError(
+        StrCat("dict '", schema_.meta.name, "' was deleted during the write")));
+  }
+  if (tag == "TDSWEPT") {
+    return Fail(absl::AbortedError(
+        "the write took longer than the pending timeout and was swept; retry it"));
+  }
+  if (tag == "TDLOCKED") {
+    auto path = DecodePath(ErrorDetail(*reply));
+    return Fail(LockedError(schema_.meta.name,
+                            StrCat(refuse_if_locked_ ? "replace leaf " : "add or reshape leaf ",
+                                   path.ok() ? Display(*path) : "?")));
+  }
+  if (tag == "TDBATCH") {
+    // Stale, so that an indexed write's leaf creation plans again.
+    return Fail(StaleError(StrCat("the batch size of dict '", schema_.meta.name,
+                                  "' (resized during the write)")));
+  }
+  if (tag == "TDCONFLICT") {
+    std::string_view detail = ErrorDetail(*reply);
+    size_t nl = detail.find('\n');
+    auto a = DecodePath(detail.substr(0, nl));
+    auto b = DecodePath(nl == std::string_view::npos ? "" : detail.substr(nl + 1));
+    return Fail(absl::FailedPreconditionError(StrCat(
+        "cannot write leaf ", a.ok() ? Display(*a) : "?", ": it conflicts with leaf ",
+        b.ok() ? Display(*b) : "?", " (a path cannot be both a leaf and a sub-dict)")));
+  }
+  if (auto s = ReplyStatus(*reply, "commit leaves"); !s.ok()) return Fail(s);
+  done_ = true;  // visible now: nothing to abort any more
+  pipe_.reset();
+  pipe_lease_.Release();
+
+  CommitResult result;
+  result.version = (*reply)[0].integer();
+  std::set<int64_t> dropped;  // a record's kept leaves share one generation
+  for (size_t i = 0; i < committed.size(); ++i) {
+    std::string_view old = (*reply)[i + 1].str();
+    if (old == "kept") {
+      // Someone created this path (or the record) first; ours was parked
+      // for deletion.
+      if (dropped.insert(committed[i]->record.generation).second) {
+        (void)store_->DropRetired(schema_.meta, committed[i]->record);
+      }
+      continue;
+    }
+    result.written.push_back(*committed[i]);
+    if (old.empty()) continue;
+    auto record = DecodeLeafRecord(old);
+    // Best effort: on failure the sweeper finds the parked entry later.
+    if (record.ok()) (void)store_->DropRetired(schema_.meta, *record);
+  }
+  // The version moved one step: nothing but this commit changed the
+  // schema, which is therefore known without reading it.
+  if (result.version == schema_.meta.version + 1) {
+    DictSchema after = schema_;
+    after.meta.version = result.version;
+    for (const Leaf& leaf : result.written) after.leaves[EncodePath(leaf.path)] = leaf;
+    store_->Remember(after);
+  }
+  return result;
+}
+
+void WriteTxn::Abort() {
+  if (done_) return;
+  done_ = true;
+  store_->ReleaseBytes(std::exchange(unrecorded_reserved_, 0));
+  // SETRANGEs already sent must be finished before we delete: Redis could
+  // otherwise run them after our UNLINKs and recreate keys nobody tracks.
+  // Reading every reply proves they ran (error replies are fine here).
+  bool settled = true;
+  if (pipe_) {
+    while (settled && pipe_->outstanding() > 0) settled = pipe_->Receive().ok();
+    pipe_.reset();
+  }
+  pipe_lease_.Release();
+  const std::string pending_key = store_->keys().Pending(schema_.meta.id);
+  for (const PendingLeaf& p : leaves_) {
+    // Blocks first, then the entry: if we die in between, the sweeper still
+    // knows what to delete.
+    if (!store_->DeleteGeneration(schema_.meta, p.leaf.record).ok()) continue;
+    const std::string gen = StrCat(p.leaf.record.generation);
+    if (settled) {
+      auto removed = store_->redis().Call(pending_key, {"HDEL", pending_key, gen});
+      // Only if this HDEL removed the entry (the sweeper may have first).
+      if (removed.ok() && removed->is_integer() && removed->integer() == 1) {
+        store_->ReleaseBytes(RecordBytes(p.leaf.record));
+      }
+    } else {
+      // The connection broke with commands in flight: a straggler may still
+      // land. Keep the entry, due again after the pending timeout (far
+      // longer than the I/O timeout), so the sweeper deletes what lands late.
+      (void)store_->redis().Eval(GetScripts().touch_pending, {pending_key},
+                                 {gen, PendingRecordFor(p.leaf.record)});
+    }
+  }
+  leaves_.clear();
+}
+
+}  // namespace tdstore::store

@@ -1,0 +1,154 @@
+// Whole-leaf writes: stream one or many leaves into new generations, then
+// make them visible together.
+//
+//   auto txn = WriteTxn::Begin(&store, "replay");
+//   txn->BeginLeaf({"obs"}, DType::kFloat32, {1000, 84}, 336000);
+//   txn->Append(chunk) ...                  // exactly 336000 bytes in order
+//   txn->BeginLeaf(...); txn->Append(...);  // more leaves
+//   auto result = txn->Commit();            // all visible, or none
+//
+// Protocol with Redis (docs/storage-layout.md): each leaf gets a fresh
+// generation from begin_write.lua, which also records it as *pending* with an
+// expiry; its bytes go to that generation's block keys as pipelined SETRANGE
+// windows (a part that fits one window as one SET); commit_leaves.lua flips every leaf record to its new generation in
+// one step and drops the pending entries; the replaced generations' blocks
+// are deleted afterwards. Until the commit no reader can see the new blocks.
+// A transaction destroyed without Commit() deletes what it wrote (Abort); a
+// daemon that dies mid-write leaves pending entries the sweeper removes.
+//
+// Quotas (dict_store.h): BeginLeaf checks the dict's quota against the
+// dict as it will be after the commit, then reserves the leaf's bytes in
+// the namespace counter, before anything of the leaf is written; either
+// refusal is RESOURCE_EXHAUSTED. The reservation follows the generation:
+// returned when it is aborted, or when the generation it replaced is
+// deleted after the commit.
+//
+// Memory: the pipeline's windows in flight are leased from the store's
+// budget when the first data arrives (RESOURCE_EXHAUSTED if it stays full).
+//
+// Errors: INVALID_ARGUMENT for a header that does not fit the dict (dtype,
+// shape, byte count, path) or data beyond the announced size; NOT_FOUND if the
+// dict is deleted meanwhile; FAILED_PRECONDITION if a path collides with an
+// existing leaf's nesting; ABORTED if the write was swept for taking too
+// long; UNAVAILABLE if Redis fails. After any error the transaction is
+// aborted and nothing is visible.
+//
+// One thread at a time.
+#ifndef TDSTORE_SERVER_REDIS_STORE_LEAF_WRITER_H_
+#define TDSTORE_SERVER_REDIS_STORE_LEAF_WRITER_H_
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/block_layout.h"
+#include "common/dtype.h"
+#include "common/path.h"
+#include "server/redis/redis_client.h"
+#include "server/redis_store/dict_store.h"
+
+namespace tdstore::store {
+
+enum class CommitMode {
+  // Every leaf written replaces whatever is at its path (set / update).
+  kReplace,
+  // Only absent paths get the new leaf; a path created by someone else
+  // meanwhile keeps theirs and ours is dropped (zero-filled leaves that an
+  // indexed write or a schema creates). Those leaves are left out of
+  // CommitResult::written.
+  kCreateMissing,
+};
+
+class WriteTxn {
+ public:
+  // Loads the dict's schema (DictStore::Load). NOT_FOUND if it does not
+  // exist (or, by id, no longer under that name).
+  static absl::StatusOr<std::unique_ptr<WriteTxn>> Begin(DictStore* store, const DictRef& ref);
+  // Writes into the dict `schema` describes, as just loaded. A schema that
+  // is stale by then is caught where it matters: the scripts refuse a
+  // deleted dict and nesting conflicts, and the layout never changes.
+  static std::unique_ptr<WriteTxn> Begin(DictStore* store, DictSchema schema);
+  ~WriteTxn();  // aborts unless committed
+
+  const DictSchema& schema() const { return schema_; }
+  // From now on a locked dict refuses this write whatever it writes, not
+  // only new and reshaped leaves (WriteBegin.refuse_if_locked).
+  void RefuseIfLocked() { refuse_if_locked_ = true; }
+
+  // Starts the next leaf, of `leaf`'s dtype, shape, kind and one value (its
+  // generation is ignored). The previous one must be complete.
+  absl::Status BeginLeaf(const LeafPath& path, const LeafRecord& leaf, int64_t byte_size);
+  // The same for a tensor leaf.
+  absl::Status BeginLeaf(const LeafPath& path, DType dtype, const Shape& shape, int64_t byte_size) {
+    return BeginLeaf(path, LeafRecord{dtype, shape, 0}, byte_size);
+  }
+  // Starts the record of a record dict (schema.h's DictLayout::kRecord)
+  // that has none yet: one generation, every row `stride` bytes, holding
+  // each of `fields` (path, dtype, shape, kind; checked as BeginLeaf checks
+  // a leaf) at the next offset, in the order given. Follow it with
+  // ZeroFill. The commit makes all of them, only if the dict still has no
+  // record and none of the paths (else every one is left out of
+  // CommitResult::written, as kCreateMissing leaves a path someone else made).
+  absl::Status BeginRecord(const std::vector<Leaf>& fields);
+  // Appends bytes of the current leaf.
+  absl::Status Append(std::string_view data);
+  // Fills the whole current leaf with zero bytes without sending them: each
+  // part is created by one SETRANGE of its last byte (Redis pads with
+  // zeros). The leaf must have no data appended yet.
+  absl::Status ZeroFill();
+  // Flips every written leaf visible; the transaction is done either way.
+  absl::StatusOr<CommitResult> Commit(CommitMode mode = CommitMode::kReplace);
+  // Deletes every block written and the pending entries. Idempotent.
+  void Abort();
+
+ private:
+  // INVALID_ARGUMENT if `leaf`'s one value would take the dict's past
+  // kMaxOneValueBytesPerDict (common/leaf_kind.h).
+  absl::Status CheckOneValueTotal(const LeafPath& path, const LeafRecord& leaf) const;
+
+  struct PendingLeaf {
+    Leaf leaf;
+    BlockLayout layout;
+    int64_t written = 0;  // bytes appended so far
+    // A record (BeginRecord): `leaf` is its uint8 [rows, stride] bytes,
+    // and these are the leaves the commit makes of it.
+    std::vector<Leaf> fields;
+  };
+  // FAILED_PRECONDITION when done; INVALID_ARGUMENT (aborting) if the
+  // previous leaf is short of its bytes.
+  absl::Status CheckReadyForLeaf();
+  // Quotas, then a pending generation for `record`: the part BeginLeaf and
+  // BeginRecord share once their header is checked.
+  absl::Status Reserve(const LeafPath& path, LeafRecord record, int64_t byte_size,
+                       int64_t replaced_bytes, std::vector<Leaf> fields);
+
+  WriteTxn(DictStore* store, DictSchema schema);
+  absl::Status Fail(absl::Status status);  // aborts, returns status
+  absl::Status OpenPipeline();
+  absl::Status DrainReplies(int keep_outstanding);
+  absl::Status TouchPendingIfDue();
+  std::string PendingRecordFor(const LeafRecord& record) const;
+
+  DictStore* const store_;
+  DictSchema schema_;
+  std::vector<PendingLeaf> leaves_;
+  std::unique_ptr<redis::Pipeline> pipe_;
+  // The memory budget's share for pipe_'s windows in flight.
+  MemoryBudget::Lease pipe_lease_;
+  std::chrono::steady_clock::time_point last_touch_;
+  // What the dict will store once this write commits.
+  int64_t bytes_after_commit_ = 0;
+  // Reserved for a leaf whose generation is not recorded yet (begin_write
+  // failed or has not answered): returned by Abort.
+  int64_t unrecorded_reserved_ = 0;
+  bool refuse_if_locked_ = false;
+  bool done_ = false;
+};
+
+}  // namespace tdstore::store
+
+#endif  // TDSTORE_SERVER_REDIS_STORE_LEAF_WRITER_H_
