@@ -297,7 +297,8 @@ std::vector<Setting> Settings() {
          c.tokens_file = v;
          return absl::OkStatus();
        }},
-      // --- limits (server/service/service_limits.h) ---
+      // --- limits (server/service/service_limits.h; max-indexed-bytes and max-dicts are the
+      // store's own, server/store/store_options.h) ---
       {"max-call-bytes", "data bytes one read or write call may move", "68719476736",
        Positive("max-call-bytes", int64_t{1} << 50,
                 [](DaemonConfig& c, int64_t n) { c.limits.max_call_bytes = n; })},
@@ -323,10 +324,8 @@ std::vector<Setting> Settings() {
        Positive("max-path-bytes", 1 << 16,
                 [](DaemonConfig& c, int64_t n) { c.limits.max_path_bytes = int(n); })},
       {"max-dicts", "dicts the namespace may hold", "100000",
-       Positive("max-dicts", int64_t{1} << 40, [](DaemonConfig& c, int64_t n) {
-         c.limits.max_dicts = n;
-         c.store.max_dicts = n;
-       })},
+       Positive("max-dicts", int64_t{1} << 40,
+                [](DaemonConfig& c, int64_t n) { c.store.max_dicts = n; })},
       {"idle-stream-timeout-ms", "a stream without progress this long is cancelled (rolled back)",
        "60000",
        Positive("idle-stream-timeout-ms", int64_t{1} << 40, [](DaemonConfig& c, int64_t n) {

@@ -62,7 +62,6 @@ TEST(DaemonConfig, FlagBeatsEnvironmentBeatsFile) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->store.ns, "from-flag");
   EXPECT_EQ(c->store.default_rows_per_block, 9);
-  EXPECT_EQ(c->limits.max_dicts, 11);
   EXPECT_EQ(c->store.max_dicts, 11);
   EXPECT_EQ(c->log_level, "debug");
   EXPECT_EQ(c->config_file, file.path());
@@ -86,7 +85,7 @@ TEST(DaemonConfig, EveryLimitIsSettable) {
   EXPECT_EQ(c->limits.max_concurrent_streams, 2);
   EXPECT_EQ(c->limits.max_name_bytes, 16);
   EXPECT_EQ(c->limits.max_path_bytes, 20);
-  EXPECT_EQ(c->limits.max_dicts, 4);
+  EXPECT_EQ(c->store.max_dicts, 4);
   EXPECT_EQ(c->limits.idle_stream_timeout.count(), 800);
   EXPECT_EQ(c->store.max_indexed_bytes, 4096);
 }
