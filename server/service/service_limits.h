@@ -1,6 +1,7 @@
 // Limits the gRPC front end enforces on every call, so that no client —
 // buggy, slow or hostile — can make tdstored hold unbounded memory, threads
-// or Redis keys. Each one is a tdstored setting (daemon_config.h).
+// or Redis keys. Each one is a tdstored setting (daemon_config.h), whose
+// default is written only here: tdstored --help reads it back.
 //
 // What a client sees when it crosses one (docs/protocol.md, "Limits"):
 //   - RESOURCE_EXHAUSTED for amounts: bytes per call, index length, leaves
