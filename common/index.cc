@@ -254,6 +254,12 @@ std::vector<int64_t> SliceOffsets(const KeptDim& kept) {
 
 }  // namespace
 
+absl::Status CheckSliceStep(size_t item, int64_t step) {
+  if (step > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat(ItemName(item), ": slice step must be greater than zero, got ", step));
+}
+
 absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& batch_shape,
                                            int64_t max_cells) {
   if (absl::Status s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
@@ -311,10 +317,7 @@ absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& 
       base += p * strides[dim];
       ++dim;
     } else if (term.kind == Kind::kSlice) {
-      if (term.step <= 0) {
-        return absl::InvalidArgumentError(
-            StrCat(ItemName(i), ": slice step must be greater than zero, got ", term.step));
-      }
+      if (absl::Status s = CheckSliceStep(i, term.step); !s.ok()) return s;
       KeptDim& k = keep(i, dim);
       const int64_t start = ClampBound(term.start.value_or(0), k.size);
       const int64_t stop = ClampBound(term.stop.value_or(k.size), k.size);

@@ -61,6 +61,13 @@ struct IndexTerm {
 
 using IndexSpec = std::vector<IndexTerm>;
 
+// The slice rule, written once: a slice's step must be > 0 (torch has no
+// negative or zero steps). ResolveIndex applies it, and the client core
+// calls it before sending an index (client/core/src/convert.cc), so that a
+// bad step costs no call. INVALID_ARGUMENT "index item <item>: slice step
+// must be greater than zero, got <step>" when it is not.
+absl::Status CheckSliceStep(size_t item, int64_t step);
+
 // An index checked against a batch shape.
 struct ResolvedIndex {
   // The indexed batch shape: what the batch dims become.

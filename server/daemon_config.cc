@@ -2,7 +2,10 @@
 
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -13,52 +16,81 @@ namespace tdstore {
 
 namespace {
 
-// One setting: its flag name (also its env var, upper-cased with a TDSTORE_
-// prefix), a help line, its default as shown, and how to apply a value.
+using Apply = std::function<absl::Status(DaemonConfig&, const std::string&)>;
+using Show = std::function<std::string(const DaemonConfig&)>;
+
+// One row of the settings table, the one place a setting is described: its
+// flag name (its environment variable is the name upper-cased with a
+// TDSTORE_ prefix, EnvName), its help line, how to show its value and how to
+// apply one. Its default is not written here: it is the value `show` finds
+// in a default DaemonConfig, whose struct initialisers (daemon_config.h,
+// service_limits.h, store_options.h) are the only place defaults are
+// written. --help shows that value, and daemon_config_test checks that it
+// parses back to the default.
 struct Setting {
   std::string name;
   std::string help;
-  std::string shown_default;
-  std::function<absl::Status(DaemonConfig&, const std::string&)> apply;
+  // The setting's value in a config, written as `apply` reads it (a
+  // secret shows as "(set)" when set).
+  Show show;
+  Apply apply;
 };
 
-absl::StatusOr<int64_t> ParsePositive(const std::string& name, const std::string& value) {
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(value, &v) || v <= 0) {
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+
+// An integer setting in [min, max]; the error names the setting.
+absl::StatusOr<int64_t> ParseInteger(const std::string& name, const std::string& value,
+                                     int64_t min, int64_t max) {
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(value, &n) || n < min || n > max) {
+    const std::string range = max != kNoMax ? StrCat("an integer in ", min, "..", max)
+                              : min == 1    ? std::string("a positive integer")
+                                            : StrCat("an integer >= ", min);
     return absl::InvalidArgumentError(
-        StrCat("--", name, ": expected a positive integer, got '", value, "'"));
+        StrCat("--", name, ": expected ", range, ", got '", value, "'"));
   }
-  return v;
+  return n;
 }
 
-using Apply = std::function<absl::Status(DaemonConfig&, const std::string&)>;
-
-// A positive integer setting in [1, max], stored through `store`.
-Apply Positive(const std::string& name, int64_t max,
-               std::function<void(DaemonConfig&, int64_t)> store) {
-  return [name, max, store](DaemonConfig& c, const std::string& v) {
-    auto n = ParsePositive(name, v);
+// A setting kept in one field of DaemonConfig. `field` reaches it from a
+// config, const or not, so reading and writing cannot name different fields:
+//   [](auto& c) -> auto& { return c.limits.max_dicts; }
+// An integer field (int or int64_t) in [min, max].
+template <typename Field>
+Setting Integer(std::string name, std::string help, int64_t min, int64_t max, Field field) {
+  using T = std::decay_t<decltype(field(std::declval<DaemonConfig&>()))>;
+  static_assert(std::is_integral_v<T>);
+  Apply apply = [name, min, max, field](DaemonConfig& c, const std::string& v) {
+    auto n = ParseInteger(name, v, min, max);
     if (!n.ok()) return n.status();
-    if (*n > max) {
-      return absl::InvalidArgumentError(StrCat("--", name, ": at most ", max, ", got ", *n));
-    }
-    store(c, *n);
+    field(c) = static_cast<T>(*n);
     return absl::OkStatus();
   };
+  Show show = [field](const DaemonConfig& c) { return StrCat(field(c)); };
+  return {std::move(name), std::move(help), std::move(show), std::move(apply)};
 }
 
-// A setting in [0, max] (0 meaning "none" or "do not wait").
-Apply NonNegative(const std::string& name, int64_t max,
-                  std::function<void(DaemonConfig&, int64_t)> store) {
-  return [name, max, store](DaemonConfig& c, const std::string& v) {
-    int64_t n = 0;
-    if (!absl::SimpleAtoi(v, &n) || n < 0 || n > max) {
-      return absl::InvalidArgumentError(
-          StrCat("--", name, ": expected an integer in 0..", max, ", got '", v, "'"));
-    }
-    store(c, n);
+// A duration field, in milliseconds in [min, max].
+template <typename Field>
+Setting Millis(std::string name, std::string help, int64_t min, int64_t max, Field field) {
+  Apply apply = [name, min, max, field](DaemonConfig& c, const std::string& v) {
+    auto n = ParseInteger(name, v, min, max);
+    if (!n.ok()) return n.status();
+    field(c) = std::chrono::milliseconds(*n);
     return absl::OkStatus();
   };
+  Show show = [field](const DaemonConfig& c) { return StrCat(field(c).count()); };
+  return {std::move(name), std::move(help), std::move(show), std::move(apply)};
+}
+
+// A text field taken as given.
+Setting Text(std::string name, std::string help, std::string DaemonConfig::*field) {
+  return {std::move(name), std::move(help),
+          [field](const DaemonConfig& c) { return c.*field; },
+          [field](DaemonConfig& c, const std::string& v) {
+            c.*field = v;
+            return absl::OkStatus();
+          }};
 }
 
 // Reads a whole file named by a setting; the error names the setting.
@@ -70,9 +102,12 @@ absl::StatusOr<std::string> ReadSettingFile(const std::string& name, const std::
   return ss.str();
 }
 
-// A setting naming a PEM file: stores the file's contents.
-Apply PemFile(const std::string& name, std::string DaemonConfig::*field) {
-  return [name, field](DaemonConfig& c, const std::string& v) {
+// A secret, or a file's contents, is never shown: only whether it is set.
+std::string SetOrNot(const std::string& value) { return value.empty() ? "" : "(set)"; }
+
+// A setting naming a PEM file: stores the file's contents ('' clears them).
+Setting PemFile(std::string name, std::string help, std::string DaemonConfig::*field) {
+  Apply apply = [name, field](DaemonConfig& c, const std::string& v) {
     if (v.empty()) {
       c.*field = "";
       return absl::OkStatus();
@@ -85,56 +120,59 @@ Apply PemFile(const std::string& name, std::string DaemonConfig::*field) {
     c.*field = *std::move(text);
     return absl::OkStatus();
   };
+  Show show = [field](const DaemonConfig& c) { return SetOrNot(c.*field); };
+  return {std::move(name), std::move(help), std::move(show), std::move(apply)};
 }
 
-std::function<absl::Status(DaemonConfig&, const std::string&)> Text(
-    std::string DaemonConfig::*field) {
-  return [field](DaemonConfig& c, const std::string& v) {
-    c.*field = v;
-    return absl::OkStatus();
-  };
-}
-
+// The table. Each row's field appears once, in its accessor or its show and
+// apply; ranges and checks are the row's own.
 std::vector<Setting> Settings() {
-  using ms = std::chrono::milliseconds;
   return {
-      {"listen", "TCP address to serve gRPC on; 'none' for no TCP listener", "127.0.0.1:50051",
+      {"listen", "TCP address to serve gRPC on; 'none' for no TCP listener",
+       [](const DaemonConfig& c) { return c.listen.empty() ? std::string("none") : c.listen; },
        [](DaemonConfig& c, const std::string& v) {
          c.listen = (v == "none") ? "" : v;
          return absl::OkStatus();
        }},
-      {"unix-socket", "also serve on this unix socket path (created mode 0660)", "",
-       Text(&DaemonConfig::unix_socket)},
-      {"redis",
-       "redis://[user:password@]host:port[/db], unix:///path.sock, or "
-       "redis-cluster://[user:password@]host1:port1,host2:port2 (seed nodes); empty starts "
-       "an embedded redis-server",
-       "", Text(&DaemonConfig::redis_url)},
-      {"redis-password-file", "read the Redis password from this file (overrides the URL's)", "",
+      Text("unix-socket", "also serve on this unix socket path (created mode 0660)",
+           &DaemonConfig::unix_socket),
+      Text("redis",
+           "redis://[user:password@]host:port[/db], unix:///path.sock, or "
+           "redis-cluster://[user:password@]host1:port1,host2:port2 (seed nodes); empty starts "
+           "an embedded redis-server",
+           &DaemonConfig::redis_url),
+      // The file's name is not kept (only the password read from it), so
+      // this shows '' whatever was given.
+      {"redis-password-file",
+       "read the Redis password from this file (overrides the URL's); empty: none",
+       [](const DaemonConfig&) { return std::string(); },
        [](DaemonConfig& c, const std::string& v) {
-         std::ifstream in(v);
-         if (!in) {
-           return absl::InvalidArgumentError(
-               StrCat("--redis-password-file: cannot read '", v, "'"));
-         }
-         std::stringstream ss;
-         ss << in.rdbuf();
-         c.redis_password = std::string(absl::StripTrailingAsciiWhitespace(ss.str()));
+         if (v.empty()) return absl::OkStatus();
+         auto text = ReadSettingFile("redis-password-file", v);
+         if (!text.ok()) return text.status();
+         c.redis_password = std::string(absl::StripTrailingAsciiWhitespace(*text));
          return absl::OkStatus();
        }},
-      {"redis-password", "(environment only: TDSTORE_REDIS_PASSWORD) the Redis password", "",
-       Text(&DaemonConfig::redis_password)},
-      {"redis-server-bin",
-       "redis-server binary for the embedded default (redis-server: the one beside tdstored "
-       "if there is one, as a wheel installs it, else from PATH)",
-       "redis-server",
-       Text(&DaemonConfig::redis_server_bin)},
-      {"data-dir", "embedded redis-server persists here (append-only file); empty: no persistence",
-       "", Text(&DaemonConfig::data_dir)},
+      {"redis-password", "(environment only: TDSTORE_REDIS_PASSWORD) the Redis password",
+       [](const DaemonConfig& c) { return SetOrNot(c.redis_password); },
+       [](DaemonConfig& c, const std::string& v) {
+         c.redis_password = v;
+         return absl::OkStatus();
+       }},
+      Text("redis-server-bin",
+           "redis-server binary for the embedded default (redis-server: the one beside tdstored "
+           "if there is one, as a wheel installs it, else from PATH)",
+           &DaemonConfig::redis_server_bin),
+      Text("data-dir",
+           "embedded redis-server persists here (append-only file); empty: no persistence",
+           &DaemonConfig::data_dir),
       {"redis-maxmemory",
        "maxmemory of the embedded redis-server (noeviction): bytes, or N% of the machine's RAM "
        "(of the address-space limit if lower)",
-       "50%",
+       [](const DaemonConfig& c) {
+         return c.redis_maxmemory_bytes > 0 ? StrCat(c.redis_maxmemory_bytes)
+                                            : StrCat(c.redis_maxmemory_percent, "%");
+       },
        [](DaemonConfig& c, const std::string& v) {
          int64_t n = 0;
          if (!v.empty() && v.back() == '%') {
@@ -156,7 +194,10 @@ std::vector<Setting> Settings() {
       {"namespace-quota-bytes",
        "bytes the namespace may store (0: no quota); auto: 3/4 of the embedded redis-server's "
        "maxmemory, no quota with --redis",
-       "auto",
+       [](const DaemonConfig& c) {
+         return c.namespace_quota_auto ? std::string("auto")
+                                       : StrCat(c.store.namespace_quota_bytes);
+       },
        [](DaemonConfig& c, const std::string& v) {
          if (v == "auto") {
            c.namespace_quota_auto = true;
@@ -171,22 +212,17 @@ std::vector<Setting> Settings() {
          c.store.namespace_quota_bytes = n;
          return absl::OkStatus();
        }},
-      {"dict-quota-bytes", "bytes one dict may store (0: no quota but the namespace's)", "0",
-       NonNegative("dict-quota-bytes", int64_t{1} << 60,
-                   [](DaemonConfig& c, int64_t n) { c.store.dict_quota_bytes = n; })},
-      {"memory-budget-bytes",
-       "bytes tdstored may buffer for all calls together (indexed selections, write values, "
-       "window pipelines)",
-       "2147483648",
-       Positive("memory-budget-bytes", int64_t{1} << 50,
-                [](DaemonConfig& c, int64_t n) { c.store.memory_budget_bytes = n; })},
-      {"memory-budget-wait-ms",
-       "how long a call waits for its share of --memory-budget-bytes before RESOURCE_EXHAUSTED",
-       "10000",
-       NonNegative("memory-budget-wait-ms", int64_t{1} << 40, [](DaemonConfig& c, int64_t n) {
-         c.store.memory_budget_wait = std::chrono::milliseconds(n);
-       })},
-      {"namespace", "prefix of every Redis key", "td",
+      Integer("dict-quota-bytes", "bytes one dict may store (0: no quota but the namespace's)", 0,
+              int64_t{1} << 60, [](auto& c) -> auto& { return c.store.dict_quota_bytes; }),
+      Integer("memory-budget-bytes",
+              "bytes tdstored may buffer for all calls together (indexed selections, write "
+              "values, window pipelines)",
+              1, int64_t{1} << 50, [](auto& c) -> auto& { return c.store.memory_budget_bytes; }),
+      Millis("memory-budget-wait-ms",
+             "how long a call waits for its share of --memory-budget-bytes before "
+             "RESOURCE_EXHAUSTED",
+             0, int64_t{1} << 40, [](auto& c) -> auto& { return c.store.memory_budget_wait; }),
+      {"namespace", "prefix of every Redis key", [](const DaemonConfig& c) { return c.store.ns; },
        [](DaemonConfig& c, const std::string& v) {
          if (v.empty() || v.find_first_of("{}: ") != std::string::npos) {
            return absl::InvalidArgumentError(
@@ -195,75 +231,28 @@ std::vector<Setting> Settings() {
          c.store.ns = v;
          return absl::OkStatus();
        }},
-      {"rows-per-block", "default rows of batch dim 0 per storage block", "16384",
-       [](DaemonConfig& c, const std::string& v) {
-         auto n = ParsePositive("rows-per-block", v);
-         if (!n.ok()) return n.status();
-         c.store.default_rows_per_block = *n;
-         return absl::OkStatus();
-       }},
-      {"part-bytes", "default largest Redis value of one block part (<= 256 MiB)", "67108864",
-       [](DaemonConfig& c, const std::string& v) {
-         auto n = ParsePositive("part-bytes", v);
-         if (!n.ok()) return n.status();
-         if (*n > (256ll << 20)) return absl::InvalidArgumentError("--part-bytes: at most 256 MiB");
-         c.store.default_part_bytes = *n;
-         return absl::OkStatus();
-       }},
-      {"write-replicas",
-       "wait until this many replicas acknowledge every write (Redis WAIT); 0: do not wait",
-       "0",
-       [](DaemonConfig& c, const std::string& v) {
-         int64_t n = 0;
-         if (!absl::SimpleAtoi(v, &n) || n < 0 || n > 16) {
-           return absl::InvalidArgumentError(
-               StrCat("--write-replicas: expected 0..16, got '", v, "'"));
-         }
-         c.store.write_replicas = static_cast<int>(n);
-         return absl::OkStatus();
-       }},
-      {"write-replicas-timeout-ms", "how long a write waits for --write-replicas", "1000",
-       [](DaemonConfig& c, const std::string& v) {
-         auto n = ParsePositive("write-replicas-timeout-ms", v);
-         if (!n.ok()) return n.status();
-         c.store.write_replicas_timeout = ms(*n);
-         return absl::OkStatus();
-       }},
-      {"pending-timeout-ms", "an uncommitted write idle this long is swept", "300000",
-       [](DaemonConfig& c, const std::string& v) {
-         auto n = ParsePositive("pending-timeout-ms", v);
-         if (!n.ok()) return n.status();
-         c.store.pending_timeout = ms(*n);
-         return absl::OkStatus();
-       }},
-      {"sweep-interval-ms", "how often abandoned writes are looked for", "30000",
-       [](DaemonConfig& c, const std::string& v) {
-         auto n = ParsePositive("sweep-interval-ms", v);
-         if (!n.ok()) return n.status();
-         c.sweep_interval = ms(*n);
-         return absl::OkStatus();
-       }},
-      {"test-schema-event-delay-ms",
-       "for tests only: delay each schema-watch event this long", "0",
-       [](DaemonConfig& c, const std::string& v) {
-         int64_t n = 0;
-         if (!absl::SimpleAtoi(v, &n) || n < 0) {
-           return absl::InvalidArgumentError(
-               StrCat("--test-schema-event-delay-ms: expected a number >= 0, got '", v, "'"));
-         }
-         c.schema_event_delay = ms(n);
-         return absl::OkStatus();
-       }},
-      {"shutdown-grace-ms", "on SIGTERM/SIGINT, time in-flight calls get to finish", "10000",
-       [](DaemonConfig& c, const std::string& v) {
-         auto n = ParsePositive("shutdown-grace-ms", v);
-         if (!n.ok()) return n.status();
-         c.shutdown_grace = ms(*n);
-         return absl::OkStatus();
-       }},
-      {"ready-file", "once serving, write the client addresses here, one per line", "",
-       Text(&DaemonConfig::ready_file)},
-      {"log-level", "debug (one line per call), info, warning or error", "info",
+      Integer("rows-per-block", "default rows of batch dim 0 per storage block", 1, kNoMax,
+              [](auto& c) -> auto& { return c.store.default_rows_per_block; }),
+      Integer("part-bytes", "default largest Redis value of one block part (<= 256 MiB)", 1,
+              int64_t{256} << 20, [](auto& c) -> auto& { return c.store.default_part_bytes; }),
+      Integer("write-replicas",
+              "wait until this many replicas acknowledge every write (Redis WAIT); 0: do not wait",
+              0, 16, [](auto& c) -> auto& { return c.store.write_replicas; }),
+      Millis("write-replicas-timeout-ms", "how long a write waits for --write-replicas", 1,
+             kNoMax, [](auto& c) -> auto& { return c.store.write_replicas_timeout; }),
+      Millis("pending-timeout-ms", "an uncommitted write idle this long is swept", 1, kNoMax,
+             [](auto& c) -> auto& { return c.store.pending_timeout; }),
+      Millis("sweep-interval-ms", "how often abandoned writes are looked for", 1, kNoMax,
+             [](auto& c) -> auto& { return c.sweep_interval; }),
+      Millis("test-schema-event-delay-ms",
+             "for tests only: delay each schema-watch event this long", 0, kNoMax,
+             [](auto& c) -> auto& { return c.schema_event_delay; }),
+      Millis("shutdown-grace-ms", "on SIGTERM/SIGINT, time in-flight calls get to finish", 1,
+             kNoMax, [](auto& c) -> auto& { return c.shutdown_grace; }),
+      Text("ready-file", "once serving, write the client addresses here, one per line",
+           &DaemonConfig::ready_file),
+      {"log-level", "debug (one line per call), info, warning or error",
+       [](const DaemonConfig& c) { return c.log_level; },
        [](DaemonConfig& c, const std::string& v) {
          if (v != "debug" && v != "info" && v != "warning" && v != "error") {
            return absl::InvalidArgumentError(
@@ -272,7 +261,8 @@ std::vector<Setting> Settings() {
          c.log_level = v;
          return absl::OkStatus();
        }},
-      {"metrics-listen", "serve Prometheus /metrics on this HOST:PORT; empty: no metrics", "",
+      {"metrics-listen", "serve Prometheus /metrics on this HOST:PORT; empty: no metrics",
+       [](const DaemonConfig& c) { return c.metrics_listen; },
        [](DaemonConfig& c, const std::string& v) {
          if (!v.empty() && v.rfind(':') == std::string::npos) {
            return absl::InvalidArgumentError(
@@ -282,14 +272,15 @@ std::vector<Setting> Settings() {
          return absl::OkStatus();
        }},
       // --- access control (docs/security.md) ---
-      {"tls-cert", "PEM server certificate (chain); serves TLS instead of plaintext", "",
-       PemFile("tls-cert", &DaemonConfig::tls_cert_pem)},
-      {"tls-key", "PEM private key of --tls-cert", "", PemFile("tls-key", &DaemonConfig::tls_key_pem)},
-      {"tls-client-ca", "PEM CA bundle: clients must present a certificate it signed (mTLS)", "",
-       PemFile("tls-client-ca", &DaemonConfig::tls_client_ca_pem)},
+      PemFile("tls-cert", "PEM server certificate (chain); serves TLS instead of plaintext",
+              &DaemonConfig::tls_cert_pem),
+      PemFile("tls-key", "PEM private key of --tls-cert", &DaemonConfig::tls_key_pem),
+      PemFile("tls-client-ca",
+              "PEM CA bundle: clients must present a certificate it signed (mTLS)",
+              &DaemonConfig::tls_client_ca_pem),
       {"tokens-file",
        "bearer tokens, one per line: TOKEN ro|rw PREFIX[,PREFIX...]; empty: no tokens needed",
-       "",
+       [](const DaemonConfig& c) { return c.tokens_file; },
        [](DaemonConfig& c, const std::string& v) {
          if (!v.empty()) {
            if (auto text = ReadSettingFile("tokens-file", v); !text.ok()) return text.status();
@@ -297,41 +288,28 @@ std::vector<Setting> Settings() {
          c.tokens_file = v;
          return absl::OkStatus();
        }},
-      // --- limits (server/service/service_limits.h) ---
-      {"max-call-bytes", "data bytes one read or write call may move", "68719476736",
-       Positive("max-call-bytes", int64_t{1} << 50,
-                [](DaemonConfig& c, int64_t n) { c.limits.max_call_bytes = n; })},
-      {"max-indexed-bytes", "bytes one indexed read or write may select (held in memory)",
-       "268435456",
-       Positive("max-indexed-bytes", int64_t{4} << 30,
-                [](DaemonConfig& c, int64_t n) { c.store.max_indexed_bytes = n; })},
-      {"max-index-length", "positions (index tensor elements) one call's index may carry",
-       "16777216",
-       Positive("max-index-length", int64_t{1} << 34,
-                [](DaemonConfig& c, int64_t n) { c.limits.max_index_length = n; })},
-      {"max-leaves-per-call", "leaves one call may name, carry or declare", "4096",
-       Positive("max-leaves-per-call", 1 << 20,
-                [](DaemonConfig& c, int64_t n) { c.limits.max_leaves_per_call = int(n); })},
-      {"max-concurrent-streams", "read and write streams in progress at once; more are refused",
-       "64",
-       Positive("max-concurrent-streams", 1 << 16,
-                [](DaemonConfig& c, int64_t n) { c.limits.max_concurrent_streams = int(n); })},
-      {"max-name-bytes", "bytes of a dict name (at most 128)", "128",
-       Positive("max-name-bytes", 128,
-                [](DaemonConfig& c, int64_t n) { c.limits.max_name_bytes = int(n); })},
-      {"max-path-bytes", "bytes of a leaf path written a/b/c", "1024",
-       Positive("max-path-bytes", 1 << 16,
-                [](DaemonConfig& c, int64_t n) { c.limits.max_path_bytes = int(n); })},
-      {"max-dicts", "dicts the namespace may hold", "100000",
-       Positive("max-dicts", int64_t{1} << 40, [](DaemonConfig& c, int64_t n) {
-         c.limits.max_dicts = n;
-         c.store.max_dicts = n;
-       })},
-      {"idle-stream-timeout-ms", "a stream without progress this long is cancelled (rolled back)",
-       "60000",
-       Positive("idle-stream-timeout-ms", int64_t{1} << 40, [](DaemonConfig& c, int64_t n) {
-         c.limits.idle_stream_timeout = std::chrono::milliseconds(n);
-       })},
+      // --- limits (server/service/service_limits.h; max-indexed-bytes and max-dicts are the
+      // store's own, server/store/store_options.h) ---
+      Integer("max-call-bytes", "data bytes one read or write call may move", 1,
+              int64_t{1} << 50, [](auto& c) -> auto& { return c.limits.max_call_bytes; }),
+      Integer("max-indexed-bytes", "bytes one indexed read or write may select (held in memory)",
+              1, int64_t{4} << 30, [](auto& c) -> auto& { return c.store.max_indexed_bytes; }),
+      Integer("max-index-length", "positions (index tensor elements) one call's index may carry",
+              1, int64_t{1} << 34, [](auto& c) -> auto& { return c.limits.max_index_length; }),
+      Integer("max-leaves-per-call", "leaves one call may name, carry or declare", 1, 1 << 20,
+              [](auto& c) -> auto& { return c.limits.max_leaves_per_call; }),
+      Integer("max-concurrent-streams",
+              "read and write streams in progress at once; more are refused", 1, 1 << 16,
+              [](auto& c) -> auto& { return c.limits.max_concurrent_streams; }),
+      Integer("max-name-bytes", "bytes of a dict name (at most 128)", 1, 128,
+              [](auto& c) -> auto& { return c.limits.max_name_bytes; }),
+      Integer("max-path-bytes", "bytes of a leaf path written a/b/c", 1, 1 << 16,
+              [](auto& c) -> auto& { return c.limits.max_path_bytes; }),
+      Integer("max-dicts", "dicts the namespace may hold", 1, int64_t{1} << 40,
+              [](auto& c) -> auto& { return c.store.max_dicts; }),
+      Millis("idle-stream-timeout-ms",
+             "a stream without progress this long is cancelled (rolled back)", 1,
+             int64_t{1} << 40, [](auto& c) -> auto& { return c.limits.idle_stream_timeout; }),
   };
 }
 
@@ -412,14 +390,22 @@ std::string DaemonUsage() {
       "      print the version and exit\n"
       "  --config FILE  (env TDSTORE_CONFIG, default '')\n"
       "      read settings from FILE: 'name = value' lines, '#' comments\n";
+  // The defaults are read from a default config, not written here.
+  const DaemonConfig defaults;
   for (const Setting& s : Settings()) {
     if (EnvOnly(s.name)) {
       out += StrCat("  (env ", EnvName(s.name), ")\n      ", s.help, "\n");
       continue;
     }
-    out += StrCat("  --", s.name, "  (env ", EnvName(s.name), ", default '", s.shown_default,
+    out += StrCat("  --", s.name, "  (env ", EnvName(s.name), ", default '", s.show(defaults),
                   "')\n      ", s.help, "\n");
   }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> ShowDaemonSettings(const DaemonConfig& config) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Setting& s : Settings()) out.emplace_back(s.name, s.show(config));
   return out;
 }
 

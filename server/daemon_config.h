@@ -12,12 +12,19 @@
 //
 // Only I/O: reading the config file and the files some settings name
 // (--redis-password-file, TLS files, --tokens-file is read by main).
+//
+// A default is written once: in the struct initialisers below and in
+// ServiceLimits' and StoreOptions'. The settings table (daemon_config.cc),
+// which the parser applies, shows each setting's value in a default config
+// as its --help default; daemon_config_test parses every one back.
 #ifndef TDSTORE_SERVER_DAEMON_CONFIG_H_
 #define TDSTORE_SERVER_DAEMON_CONFIG_H_
 
 #include <chrono>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/service/service_limits.h"
@@ -79,8 +86,16 @@ struct DaemonConfig {
 absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, const char* const* argv,
                                                const std::map<std::string, std::string>& env);
 
-// The --help text.
+// The --help text: every setting with its default, shown as
+// ShowDaemonSettings(DaemonConfig{}) shows it.
 std::string DaemonUsage();
+
+// Every setting (flag name, in --help's order, the environment-only
+// redis-password too) with its value in `config`, written as the parser
+// reads it. Secrets and files' contents (the Redis password, TLS files) show
+// only "(set)" or ""; --redis-password-file always shows "" (the file's name
+// is not kept).
+std::vector<std::pair<std::string, std::string>> ShowDaemonSettings(const DaemonConfig& config);
 
 }  // namespace tdstore
 

@@ -1,6 +1,11 @@
 # Writes OUT: a C++ file defining one string constant per LUA_DIR/*.lua,
 # tdstore::lua::k<Name> where <Name> is the file name in CamelCase
 # (commit_leaves.lua -> kCommitLeaves). Run with cmake -P.
+#
+# A script line '--@include NAME.lua' is replaced by LUA_DIR/lib/NAME.lua,
+# so a helper several scripts need (lib/park.lua) is written once. Redis
+# runs each script as one self-contained body, so the helper is pasted in
+# rather than loaded.
 file(GLOB files ${LUA_DIR}/*.lua)
 list(SORT files)
 set(body "// Generated from server/lua/*.lua by server/embed_lua.cmake. Do not edit.\n")
@@ -16,6 +21,20 @@ foreach(f ${files})
     string(APPEND name "${first}${rest}")
   endforeach()
   file(READ ${f} text)
+  string(REGEX MATCHALL "--@include [a-z_]+\\.lua\n" includes "${text}")
+  foreach(line ${includes})
+    string(REGEX REPLACE "--@include ([a-z_]+\\.lua)\n" "\\1" lib "${line}")
+    if(NOT EXISTS ${LUA_DIR}/lib/${lib})
+      message(FATAL_ERROR "${f}: '--@include ${lib}': no ${LUA_DIR}/lib/${lib}")
+    endif()
+    file(READ ${LUA_DIR}/lib/${lib} helper)
+    string(REPLACE "${line}" "${helper}" text "${text}")
+  endforeach()
+  # A misspelt marker would otherwise be a comment, and the helper missing
+  # from the script would only show when Redis runs it.
+  if(text MATCHES "--@")
+    message(FATAL_ERROR "${f}: a '--@' line that is not '--@include NAME.lua'")
+  endif()
   string(APPEND body "const char ${name}[] = R\"tdlua(${text})tdlua\";\n")
 endforeach()
 string(APPEND body "}  // namespace tdstore::lua\n")

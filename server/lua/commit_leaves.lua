@@ -16,7 +16,7 @@
 -- would retire the rows of every other leaf of the record). Returns {version, old_1, ..., old_n}
 -- where old_i is the replaced leaf record, '' when the path was new, or
 -- 'kept'. Each replaced generation is parked in the pending hash as already expired
--- ("expires_ms=0;<record>"): the caller deletes its blocks right away and
+-- ("expires_ms=0;<record>", lib/park.lua): the caller deletes its blocks right away and
 -- then the entry, and if the caller dies first the sweeper does it.
 -- Errors: TDNODICT (dict deleted or being deleted), TDSWEPT (a generation's
 -- pending entry is gone: the write took longer than the pending timeout and was swept),
@@ -25,6 +25,7 @@
 -- add a leaf or replace one by a leaf of another dtype or shape),
 -- TDBATCH <path> (a leaf's shape does not start with the dict's batch
 -- shape: the dict was resized, resize_dict.lua, after the write was planned).
+--@include park.lua
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then
   return redis.error_reply('TDNODICT the dict was deleted')
 end
@@ -92,13 +93,13 @@ for i = 0, n - 1 do
   local p, rec, gen = ARGV[3 + 3 * i], ARGV[3 + 3 * i + 1], ARGV[3 + 3 * i + 2]
   local old = redis.call('HGET', KEYS[2], p)
   if record_taken or (create_only and old) then
-    redis.call('HSET', KEYS[3], gen, 'expires_ms=0;' .. rec)
+    park_expired(KEYS[3], gen, rec)
     out[#out + 1] = 'kept'
   else
     redis.call('HSET', KEYS[2], p, rec)
     redis.call('HDEL', KEYS[3], gen)
     if old then
-      redis.call('HSET', KEYS[3], string.match(old, 'gen=(%d+)'), 'expires_ms=0;' .. old)
+      park_expired(KEYS[3], string.match(old, 'gen=(%d+)'), old)
     end
     out[#out + 1] = old or ''
   end

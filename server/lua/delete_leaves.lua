@@ -10,6 +10,7 @@
 -- before that comes back with the record 'shared' (no blocks to delete).
 -- Errors: TDNODICT if the dict was deleted; TDNOTFOUND <path> if a path
 -- matches nothing; TDLOCKED if the dict is locked (set_locked.lua).
+--@include park.lua
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then
   return redis.error_reply('TDNODICT the dict was deleted')
 end
@@ -36,20 +37,10 @@ for f, _ in pairs(doomed) do
   redis.call('HDEL', KEYS[2], f)
 end
 local left = redis.call('HVALS', KEYS[2])
-local function park(rec)
-  local gen = string.match(rec, 'gen=(%d+)')
-  if string.find(rec, ';rec=', 1, true) then
-    for _, r in ipairs(left) do
-      if string.match(r, 'gen=(%d+)') == gen then return 'shared' end
-    end
-  end
-  redis.call('HSET', KEYS[3], gen, 'expires_ms=0;' .. rec)
-  return rec
-end
 local out = {0}
 for f, rec in pairs(doomed) do
   out[#out + 1] = f
-  out[#out + 1] = park(rec)
+  out[#out + 1] = park(KEYS[3], rec, left)
 end
 out[1] = redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('PUBLISH', ARGV[1], ARGV[2])

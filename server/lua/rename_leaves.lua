@@ -13,6 +13,7 @@
 -- TDNOTFOUND (no leaf at or under the source), TDEXISTS <path> (the target
 -- holds a leaf or subtree and ARGV[5] is '0'), TDCONFLICT <path> (the
 -- target lies under a leaf, or one of the two paths holds the other).
+--@include park.lua
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deleting') == 1 then
   return redis.error_reply('TDNODICT the dict was deleted')
 end
@@ -58,19 +59,9 @@ for _, m in ipairs(moving) do
 end
 out[#out + 1] = ''
 local left = redis.call('HVALS', KEYS[2])
-local function park(rec)
-  local gen = string.match(rec, 'gen=(%d+)')
-  if string.find(rec, ';rec=', 1, true) then
-    for _, l in ipairs(left) do
-      if string.match(l, 'gen=(%d+)') == gen then return 'shared' end
-    end
-  end
-  redis.call('HSET', KEYS[3], gen, 'expires_ms=0;' .. rec)
-  return rec
-end
 for _, r in ipairs(replaced) do
   out[#out + 1] = r[1]
-  out[#out + 1] = park(r[2])
+  out[#out + 1] = park(KEYS[3], r[2], left)
 end
 out[1] = redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('PUBLISH', ARGV[1], ARGV[2])

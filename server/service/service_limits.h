@@ -1,13 +1,16 @@
 // Limits the gRPC front end enforces on every call, so that no client —
 // buggy, slow or hostile — can make tdstored hold unbounded memory, threads
-// or Redis keys. Each one is a tdstored setting (daemon_config.h).
+// or Redis keys. Each one is a tdstored setting (daemon_config.h), whose
+// default is written only here: tdstored --help reads it back.
 //
 // What a client sees when it crosses one (docs/protocol.md, "Limits"):
 //   - RESOURCE_EXHAUSTED for amounts: bytes per call, index length, leaves
-//     per call, concurrent streams, dicts per namespace;
+//     per call, concurrent streams;
 //   - INVALID_ARGUMENT for malformed sizes: name and path lengths;
 //   - CANCELLED for a stream idle longer than idle_stream_timeout.
-// A call rejected by a limit writes nothing.
+// A call rejected by a limit writes nothing. The limits the store enforces
+// itself (dicts per namespace, bytes per indexed call, quotas) are its own
+// options (server/store/store_options.h), not repeated here.
 #ifndef TDSTORE_SERVER_SERVICE_SERVICE_LIMITS_H_
 #define TDSTORE_SERVER_SERVICE_SERVICE_LIMITS_H_
 
@@ -36,8 +39,6 @@ struct ServiceLimits {
   int max_name_bytes = 128;
   // Bytes of a leaf path, encoded as "a/b/c" (common/path.h).
   int max_path_bytes = 1024;
-  // Dicts one namespace may hold; CreateDict beyond it is refused.
-  int64_t max_dicts = 100000;
   // A stream that makes no progress (no message received or sent) for this
   // long is cancelled and, for writes, rolled back.
   std::chrono::milliseconds idle_stream_timeout{60000};

@@ -1,5 +1,6 @@
 // Tunables of the store layer. Defaults are what tdstored uses unless a flag
-// says otherwise.
+// says otherwise, and written only here: tdstored --help reads them back
+// (server/daemon_config.cc).
 #ifndef TDSTORE_SERVER_STORE_STORE_OPTIONS_H_
 #define TDSTORE_SERVER_STORE_STORE_OPTIONS_H_
 

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 namespace tdstore {
 namespace {
@@ -62,7 +63,6 @@ TEST(DaemonConfig, FlagBeatsEnvironmentBeatsFile) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->store.ns, "from-flag");
   EXPECT_EQ(c->store.default_rows_per_block, 9);
-  EXPECT_EQ(c->limits.max_dicts, 11);
   EXPECT_EQ(c->store.max_dicts, 11);
   EXPECT_EQ(c->log_level, "debug");
   EXPECT_EQ(c->config_file, file.path());
@@ -86,7 +86,7 @@ TEST(DaemonConfig, EveryLimitIsSettable) {
   EXPECT_EQ(c->limits.max_concurrent_streams, 2);
   EXPECT_EQ(c->limits.max_name_bytes, 16);
   EXPECT_EQ(c->limits.max_path_bytes, 20);
-  EXPECT_EQ(c->limits.max_dicts, 4);
+  EXPECT_EQ(c->store.max_dicts, 4);
   EXPECT_EQ(c->limits.idle_stream_timeout.count(), 800);
   EXPECT_EQ(c->store.max_indexed_bytes, 4096);
 }
@@ -225,6 +225,109 @@ TEST(DaemonConfig, HelpListsEverySettingWithItsDefault) {
     EXPECT_NE(help.find(name), std::string::npos) << name;
   }
   EXPECT_NE(help.find("default '127.0.0.1:50051'"), std::string::npos);
+}
+
+// One setting's line in --help: "  --NAME  (env ENV, default 'VALUE')".
+struct HelpDefault {
+  std::string name, env, value;
+};
+
+// Every setting --help gives a default for, read from the text itself
+// (--config, outside the table, is left out).
+std::vector<HelpDefault> HelpDefaults() {
+  std::vector<HelpDefault> out;
+  std::istringstream help(DaemonUsage());
+  const std::string env_tag = "  (env ", default_tag = ", default '";
+  for (std::string line; std::getline(help, line);) {
+    if (line.rfind("  --", 0) != 0) continue;
+    const size_t env_at = line.find(env_tag);
+    const size_t default_at = line.find(default_tag);
+    if (env_at == std::string::npos || default_at == std::string::npos) continue;  // --version
+    EXPECT_EQ(line.substr(line.size() - 2), "')") << line;
+    HelpDefault d;
+    d.name = line.substr(4, env_at - 4);
+    if (d.name.find(' ') != std::string::npos) continue;  // "--config FILE"
+    d.env = line.substr(env_at + env_tag.size(), default_at - env_at - env_tag.size());
+    const size_t value_at = default_at + default_tag.size();
+    d.value = line.substr(value_at, line.size() - 2 - value_at);
+    out.push_back(d);
+  }
+  return out;
+}
+
+// A default is written once, in the structs' initialisers; --help shows it
+// by reading a default config. Each default --help shows must therefore be
+// what a config gets with nothing set, and read back as a flag, a variable
+// and a config-file line, must give that same config.
+TEST(DaemonConfig, HelpDefaultsAreWhatNothingSetGivesAndParseBack) {
+  auto defaults = Parse({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  const auto want = ShowDaemonSettings(*defaults);
+  const std::vector<HelpDefault> help = HelpDefaults();
+
+  // --help has a line for every setting but the environment-only one, in
+  // the table's order, showing the default config's value.
+  std::vector<std::pair<std::string, std::string>> shown;
+  for (const HelpDefault& d : help) shown.emplace_back(d.name, d.value);
+  std::vector<std::pair<std::string, std::string>> want_shown;
+  for (const auto& [name, value] : want) {
+    if (name != "redis-password") want_shown.emplace_back(name, value);
+  }
+  EXPECT_EQ(shown, want_shown);
+  ASSERT_GE(help.size(), 30u);  // the parse above found the lines
+
+  std::string file_text;
+  for (const HelpDefault& d : help) {
+    SCOPED_TRACE(d.name + " = '" + d.value + "'");
+    auto flag = Parse({"--" + d.name, d.value});
+    ASSERT_TRUE(flag.ok()) << flag.status();
+    EXPECT_EQ(ShowDaemonSettings(*flag), want);
+    auto variable = Parse({}, {{d.env, d.value}});
+    ASSERT_TRUE(variable.ok()) << variable.status();
+    EXPECT_EQ(ShowDaemonSettings(*variable), want);
+    file_text += d.name + " = " + d.value + "\n";
+  }
+  TempFile file(file_text);
+  auto from_file = Parse({"--config", file.path()});
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  EXPECT_EQ(ShowDaemonSettings(*from_file), want);
+
+  // Spot checks against the structs themselves, so that a show reading
+  // the wrong field cannot hide a wrong default.
+  const DaemonConfig fresh;
+  std::map<std::string, std::string> by_name(shown.begin(), shown.end());
+  EXPECT_EQ(by_name["listen"], fresh.listen);
+  EXPECT_EQ(by_name["max-dicts"], std::to_string(fresh.store.max_dicts));
+  EXPECT_EQ(by_name["max-call-bytes"], std::to_string(fresh.limits.max_call_bytes));
+  EXPECT_EQ(by_name["idle-stream-timeout-ms"],
+            std::to_string(fresh.limits.idle_stream_timeout.count()));
+  EXPECT_EQ(by_name["pending-timeout-ms"], std::to_string(fresh.store.pending_timeout.count()));
+  EXPECT_EQ(by_name["sweep-interval-ms"], std::to_string(fresh.sweep_interval.count()));
+}
+
+// ShowDaemonSettings shows what was parsed, in the parser's syntax, and
+// never a secret.
+TEST(DaemonConfig, ShowShowsParsedValuesButNoSecret) {
+  TempFile pem("-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleQ==\n-----END PRIVATE KEY-----\n");
+  auto c = Parse({"--listen", "none", "--unix-socket", "/tmp/td.sock", "--max-dicts", "4",
+                  "--redis-maxmemory", "25%", "--pending-timeout-ms", "1500", "--tls-cert",
+                  pem.path(), "--tls-key", pem.path()},
+                 {{"TDSTORE_REDIS_PASSWORD", "s3cret-env"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::map<std::string, std::string> shown;
+  for (const auto& [name, value] : ShowDaemonSettings(*c)) {
+    EXPECT_EQ(value.find("s3cret"), std::string::npos) << name;
+    EXPECT_EQ(value.find("c2VjcmV0"), std::string::npos) << name;
+    shown[name] = value;
+  }
+  EXPECT_EQ(shown["listen"], "none");
+  EXPECT_EQ(shown["unix-socket"], "/tmp/td.sock");
+  EXPECT_EQ(shown["max-dicts"], "4");
+  EXPECT_EQ(shown["redis-maxmemory"], "25%");
+  EXPECT_EQ(shown["pending-timeout-ms"], "1500");
+  EXPECT_EQ(shown["tls-key"], "(set)");
+  EXPECT_EQ(shown["redis-password"], "(set)");
+  EXPECT_EQ(shown["namespace-quota-bytes"], "auto");
 }
 
 }  // namespace

@@ -241,7 +241,15 @@ TEST(ResolveIndexTest, BadSteps) {
     const absl::Status s = ResolveIndex({All(), S(kAll, kAll, step)}, {3, 3}).status();
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << step;
     EXPECT_NE(s.message().find("index item 1"), std::string::npos) << s;
+    // ResolveIndex's error is the one rule's, which the client core applies
+    // before sending (client/core/src/convert.cc).
+    EXPECT_EQ(s, CheckSliceStep(1, step));
   }
+  EXPECT_TRUE(CheckSliceStep(0, 1).ok());
+  EXPECT_TRUE(CheckSliceStep(0, INT64_MAX).ok());
+  const absl::Status s = CheckSliceStep(4, 0);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "index item 4: slice step must be greater than zero, got 0");
 }
 
 TEST(ResolveIndexTest, MaskLengthMustEqualTheDim) {

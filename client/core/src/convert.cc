@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+#include "common/index.h"
+
 namespace tdstore::core {
 
 void ToProto(const Key& key, v1::Path* path) {
@@ -88,11 +91,10 @@ void ToProto(const Index& index, v1::Index* out) {
         break;
       case IndexTerm::Kind::kSlice: {
         const Slice& slice = term.slice();
-        // Checked here too, so a bad step costs no call.
-        if (slice.step <= 0) {
-          throw Error(StatusCode::kInvalidArgument,
-                      "index item " + std::to_string(i) + ": slice step must be > 0, got " +
-                          std::to_string(slice.step));
+        // The server's rule (common/index.h), applied here too so a bad
+        // step costs no call.
+        if (absl::Status s = plan::CheckSliceStep(i, slice.step); !s.ok()) {
+          throw Error(StatusCode::kInvalidArgument, std::string(s.message()));
         }
         v1::Slice* proto = item->mutable_slice();
         if (slice.start) proto->set_start(*slice.start);

@@ -30,7 +30,8 @@ LeafMeta FromProto(const v1::LeafHeader& header);
 DictInfo FromProto(const v1::DictInfo& info);
 
 // An Index as the wire's message. INVALID_ARGUMENT for what the client can
-// already tell is wrong (a slice step <= 0); bounds are the server's to check.
+// already tell is wrong (a slice step <= 0, by the server's own
+// plan::CheckSliceStep); bounds are the server's to check.
 void ToProto(const Index& index, v1::Index* out);
 
 }  // namespace tdstore::core

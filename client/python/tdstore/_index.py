@@ -135,6 +135,11 @@ def convert_index(index, batch_size) -> ConvertedIndex:
         if isinstance(item, slice):
             start, stop, step = item.start, item.stop, item.step
             step = 1 if step is None else int(step)
+            # The rule is C++'s plan::CheckSliceStep (common/index.h), which
+            # the native call applies too. Checked here as well so that the
+            # error is torch's own for t[::0] (a plain ValueError with this
+            # message) and comes from convert_index itself, before any native
+            # call, as tests/python/test_index.py expects.
             if step <= 0:
                 raise ValueError("step must be greater than zero")
             converted.append((
