@@ -29,7 +29,7 @@
 #include "common/index.h"
 #include "common/key_schema.h"
 #include "common/records.h"
-#include "tests/bench/raw_redis.h"
+#include "tests/bench/raw_client.h"
 
 namespace tdstore::bench {
 
