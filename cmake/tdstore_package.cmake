@@ -5,7 +5,8 @@
 #
 # or `pkg-config --cflags --libs tdstore` (plus torch's own flags, see
 # cmake/tdstore.pc.in). Included from the top-level CMakeLists.txt when the
-# client is built; the targets themselves are installed by client/ and server/.
+# client is built; the targets themselves are installed by client/torch/ (the
+# library and headers), client/ (the CLI) and server/.
 include(CMakePackageConfigHelpers)
 
 set(TDSTORE_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/tdstore)

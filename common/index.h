@@ -113,13 +113,6 @@ struct PartRun {
 // Splits runs at part boundaries, keeping result order.
 std::vector<PartRun> SplitRuns(const std::vector<ByteRun>& runs, const BlockLayout& layout);
 
-// Parses the CLI's index text, Python-like, over batch dims:
-//   "3"  "-1"  "3:10:2"  ":"  "::3"  "[1,5,9]"  "..."  "2,1:5"  "[[0,1],[2,3]]"
-// A top-level ',' separates tuple items; "[...]" is a positions list (nested
-// lists give its shape); "True"/"False" lists are masks. INVALID_ARGUMENT with
-// the position of the problem.
-absl::StatusOr<IndexSpec> ParseIndexText(std::string_view text);
-
 // Broadcasts a C-order value of `value_shape` (elements of `elem_size`
 // bytes) to `target_shape` as torch's expand would, returning the expanded
 // C-order bytes. INVALID_ARGUMENT naming both shapes if it cannot broadcast

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "client/cli/index_text.h"
 #include "client/cli/npy_file.h"
 #include "common/index.h"
 
@@ -26,7 +27,7 @@ core::IndexTerm ToCoreTerm(const plan::IndexTerm& term) {
 }
 
 // The file's integers, widened to int64. .npy data is little-endian, as
-// this machine is (common/npy.h rejects big-endian files).
+// this machine is (npy_header.h rejects big-endian files).
 template <typename T>
 std::vector<int64_t> Widen(const HostTensor& tensor) {
   std::vector<int64_t> values(static_cast<size_t>(tensor.byte_size) / sizeof(T));
@@ -41,7 +42,7 @@ std::vector<int64_t> Widen(const HostTensor& tensor) {
 }  // namespace
 
 core::Index ParseIndexArg(const std::string& text) {
-  absl::StatusOr<plan::IndexSpec> spec = plan::ParseIndexText(text);
+  absl::StatusOr<plan::IndexSpec> spec = ParseIndexText(text);
   if (!spec.ok()) {
     throw UsageError("bad --index '" + text + "': " + std::string(spec.status().message()));
   }

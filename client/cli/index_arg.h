@@ -12,7 +12,7 @@
 namespace tdstore::cli {
 
 // "3", "-1", "3:10:2", "::3", "[1,5,9]", "...", "2,1:5", "[[0,1],[2,3]]",
-// "[True,False]" -> Index, parsed by common/index.h's plan::ParseIndexText.
+// "[True,False]" -> Index, parsed by index_text.h's ParseIndexText.
 // UsageError saying what is wrong and where.
 core::Index ParseIndexArg(const std::string& text);
 

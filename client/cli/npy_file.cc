@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "client/cli/args.h"
-#include "common/npy.h"
+#include "client/cli/npy_header.h"
 
 namespace tdstore::cli {
 namespace {

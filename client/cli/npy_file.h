@@ -19,7 +19,7 @@ namespace tdstore::cli {
 // without copying it, so it is valid only while this object lives.
 class MappedNpy {
  public:
-  // Maps and checks the file: header (via common/npy.h: C order, little
+  // Maps and checks the file: header (via npy_header.h: C order, little
   // endian, a tdstore dtype) and data size. Throws CliError naming the file.
   explicit MappedNpy(const std::string& path);
 

@@ -10,9 +10,9 @@
 #include "client/cli/leaf_names.h"
 #include "client/cli/little_endian.h"
 #include "client/cli/mapped_file.h"
+#include "client/cli/npy_header.h"
 #include "client/cli/output_file.h"
 #include "client/cli/zip_archive.h"
-#include "common/npy.h"
 
 namespace tdstore::cli {
 namespace {

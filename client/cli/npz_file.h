@@ -1,5 +1,5 @@
 // The .npz format of NumPy's np.savez / np.savez_compressed: a zip archive
-// (zip_archive.h) with one .npy file (common/npy.h) per array, the member
+// (zip_archive.h) with one .npy file (npy_header.h) per array, the member
 // "KEY.npy" holding the array np.load(...)["KEY"] returns.
 //
 // Keys are leaf paths joined with '/' (leaf_names.h): member "next/obs.npy"

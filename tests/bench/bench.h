@@ -24,7 +24,7 @@
 #include "tdstore/client.h"
 #include "tests/bench/proc_stats.h"
 #include "tests/bench/raw_ops.h"
-#include "tests/bench/raw_redis.h"
+#include "tests/bench/raw_client.h"
 
 namespace tdstore::bench {
 

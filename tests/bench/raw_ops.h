@@ -29,7 +29,7 @@
 #include "common/index.h"
 #include "server/redis_store/key_schema.h"
 #include "server/redis_store/leaf_record_text.h"
-#include "tests/bench/raw_redis.h"
+#include "tests/bench/raw_client.h"
 
 namespace tdstore::bench {
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/bench/raw_redis.h"
+#include "tests/bench/raw_client.h"
 
 namespace tdstore::bench {
 namespace {

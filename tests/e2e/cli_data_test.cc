@@ -24,7 +24,7 @@
 #include "client/cli/progress.h"
 #include "client/cli/tensor_file.h"
 #include "client/cli/zip_archive.h"
-#include "client/src/scalar_type.h"
+#include "client/torch/src/scalar_type.h"
 #include "common/dtype.h"
 #include "common/shape.h"
 #include "tdstore/client.h"

@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/npy.h"
+#include "client/cli/npy_header.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tdstore/client.h"
@@ -73,7 +73,7 @@ class ClientFaults : public ::testing::Test {
         (std::filesystem::temp_directory_path() / "tdstore-faults-XXXXXX").string();
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
     dir_ = pattern;
-    auto header = FormatNpyHeader(DType::kFloat32, {kNpyRows, kNpyCols});
+    auto header = cli::FormatNpyHeader(DType::kFloat32, {kNpyRows, kNpyCols});
     ASSERT_TRUE(header.ok()) << header.status();
     std::ofstream out(NpyPath(), std::ios::binary);
     out << *header;

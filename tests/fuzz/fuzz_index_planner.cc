@@ -1,5 +1,6 @@
-// libFuzzer target: the index planner (common/index.h) from index text to
-// part runs, plus BroadcastBytes.
+// libFuzzer target: the index planner (common/index.h) from index text
+// (the CLI's parser, client/cli/index_text.h) to part runs, plus
+// BroadcastBytes.
 //
 // Input layout: an 11-byte header, then the index text. A header byte b
 // stands for the digit d = (uint8_t)(b - '0'), so seeds written with digits
@@ -28,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client/cli/index_text.h"
 #include "common/block_layout.h"
 #include "common/index.h"
 #include "common/shape.h"
@@ -37,6 +39,7 @@ namespace {
 
 using tdstore::BlockLayout;
 using tdstore::Shape;
+using tdstore::cli::ParseIndexText;
 using namespace tdstore::plan;
 
 // Caps keep one run fast (milliseconds at worst) whatever the input.

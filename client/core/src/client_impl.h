@@ -65,7 +65,7 @@ struct Client::Impl {
   const ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::TdStore::Stub> stub;
-  // ReadLeaves and WriteLeaves called with raw frames (leaf_streams.cc
+  // ReadLeaves and WriteLeaves called with raw frames (leaf_stream_calls.cc
   // says why), in place of the stub's: the same RPCs on the wire.
   std::unique_ptr<grpc::internal::RpcMethod> read_leaves_raw;
   std::unique_ptr<grpc::internal::RpcMethod> write_leaves_raw;

@@ -2,7 +2,7 @@
 #include "client/core/src/client_impl.h"
 #include "client/core/src/convert.h"
 #include "client/core/src/handle.h"
-#include "client/core/src/leaf_streams.h"
+#include "client/core/src/leaf_stream_calls.h"
 #include "common/key_listing.h"
 
 namespace tdstore::core {

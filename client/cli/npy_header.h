@@ -7,13 +7,14 @@
 // raw data.
 //
 // Only what tdstore can store is accepted: little-endian (or byte-order-free)
-// dtypes of dtype.h, C order. Fortran order, big-endian data and unknown
+// dtypes of common/dtype.h, C order. Fortran order, big-endian data and unknown
 // dtypes are rejected with a message saying so. bfloat16 has no NumPy dtype,
 // so FormatNpyHeader rejects it.
 //
-// Pure code, no I/O. Safe to call from any thread.
-#ifndef TDSTORE_COMMON_NPY_H_
-#define TDSTORE_COMMON_NPY_H_
+// The CLI's .npy and .npz files (npy_file.h, npz_file.h) read and write
+// their headers here. Pure code, no I/O. Safe to call from any thread.
+#ifndef TDSTORE_CLIENT_CLI_NPY_HEADER_H_
+#define TDSTORE_CLIENT_CLI_NPY_HEADER_H_
 
 #include <cstdint>
 #include <string>
@@ -23,7 +24,7 @@
 #include "common/dtype.h"
 #include "common/shape.h"
 
-namespace tdstore {
+namespace tdstore::cli {
 
 struct NpyHeader {
   DType dtype = DType::kUnspecified;
@@ -45,6 +46,6 @@ absl::StatusOr<std::string> FormatNpyHeader(DType dtype, const Shape& shape);
 // NumPy's descr for a dtype ("<f4", "|b1", "<c16"...), empty if none.
 std::string_view NpyDescr(DType dtype);
 
-}  // namespace tdstore
+}  // namespace tdstore::cli
 
-#endif  // TDSTORE_COMMON_NPY_H_
+#endif  // TDSTORE_CLIENT_CLI_NPY_HEADER_H_

@@ -1,7 +1,7 @@
 // tdstore::Appender: at::Tensor rows over the core's append stream.
 #include <string>
 
-#include "client/src/tensor_bytes.h"
+#include "client/torch/src/tensor_bytes.h"
 #include "tdstore/client.h"
 
 namespace tdstore {

@@ -1,11 +1,11 @@
-#include "common/npy.h"
+#include "client/cli/npy_header.h"
 
 #include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 
-namespace tdstore {
+namespace tdstore::cli {
 namespace {
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -332,4 +332,4 @@ std::string_view NpyDescr(DType dtype) {
   return {};
 }
 
-}  // namespace tdstore
+}  // namespace tdstore::cli

@@ -1,7 +1,7 @@
 // at::Tensor <-> the core's (dtype, shape, bytes): the whole of what the
 // libtorch client adds to the torch-free core.
-#ifndef TDSTORE_CLIENT_SRC_TENSOR_BYTES_H_
-#define TDSTORE_CLIENT_SRC_TENSOR_BYTES_H_
+#ifndef TDSTORE_CLIENT_TORCH_SRC_TENSOR_BYTES_H_
+#define TDSTORE_CLIENT_TORCH_SRC_TENSOR_BYTES_H_
 
 #include <ATen/core/Tensor.h>
 
@@ -56,4 +56,4 @@ LeafInfo ToLeafInfo(const core::LeafMeta& leaf);
 
 }  // namespace tdstore
 
-#endif  // TDSTORE_CLIENT_SRC_TENSOR_BYTES_H_
+#endif  // TDSTORE_CLIENT_TORCH_SRC_TENSOR_BYTES_H_

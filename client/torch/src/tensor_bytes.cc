@@ -1,10 +1,10 @@
-#include "client/src/tensor_bytes.h"
+#include "client/torch/src/tensor_bytes.h"
 
 #include <ATen/ATen.h>
 
 #include <string>
 
-#include "client/src/scalar_type.h"
+#include "client/torch/src/scalar_type.h"
 
 namespace tdstore {
 namespace {

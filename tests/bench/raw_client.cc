@@ -1,4 +1,4 @@
-#include "tests/bench/raw_redis.h"
+#include "tests/bench/raw_client.h"
 
 #include <signal.h>
 

@@ -2,8 +2,8 @@
 // ReadLeaves (chunks -> the caller's ReadSink). Stream framing (one header
 // per leaf, then its data in chunks of at most ClientOptions::chunk_bytes)
 // lives here and only here on the client side.
-#ifndef TDSTORE_CLIENT_CORE_SRC_LEAF_STREAMS_H_
-#define TDSTORE_CLIENT_CORE_SRC_LEAF_STREAMS_H_
+#ifndef TDSTORE_CLIENT_CORE_SRC_LEAF_STREAM_CALLS_H_
+#define TDSTORE_CLIENT_CORE_SRC_LEAF_STREAM_CALLS_H_
 
 #include <string>
 #include <vector>
@@ -42,4 +42,4 @@ inline constexpr int kReadRetries = 3;
 
 }  // namespace tdstore::core
 
-#endif  // TDSTORE_CLIENT_CORE_SRC_LEAF_STREAMS_H_
+#endif  // TDSTORE_CLIENT_CORE_SRC_LEAF_STREAM_CALLS_H_

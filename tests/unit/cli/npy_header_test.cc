@@ -1,4 +1,4 @@
-#include "common/npy.h"
+#include "client/cli/npy_header.h"
 
 #include <iterator>
 #include <random>
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace tdstore {
+namespace tdstore::cli {
 namespace {
 
 constexpr DType kNumpyDTypes[] = {
@@ -278,9 +278,9 @@ TEST(NpyTest, ParseRejectsBadDictSyntax) {
 }
 
 }  // namespace
-}  // namespace tdstore
+}  // namespace tdstore::cli
 
-namespace tdstore {
+namespace tdstore::cli {
 namespace {
 
 // np.save(f, np.zeros((3, 4), '<f4')) with NumPy 1.24 writes exactly this
@@ -296,4 +296,4 @@ TEST(NpyNumPyIdentity, HeaderIsByteIdenticalToNumPys) {
 }
 
 }  // namespace
-}  // namespace tdstore
+}  // namespace tdstore::cli

@@ -1,4 +1,4 @@
-#include "client/core/src/leaf_streams.h"
+#include "client/core/src/leaf_stream_calls.h"
 
 #include <grpcpp/support/sync_stream.h>
 #include <grpcpp/impl/codegen/proto_utils.h>

@@ -11,8 +11,8 @@
 //   RawReply reply = pipe.Receive();      // oldest first
 //
 // Not thread-safe: one RawRedis per thread.
-#ifndef TDSTORE_TESTS_BENCH_RAW_REDIS_H_
-#define TDSTORE_TESTS_BENCH_RAW_REDIS_H_
+#ifndef TDSTORE_TESTS_BENCH_RAW_CLIENT_H_
+#define TDSTORE_TESTS_BENCH_RAW_CLIENT_H_
 
 #include <hiredis/hiredis.h>
 
@@ -142,4 +142,4 @@ class RawPipeline {
 
 }  // namespace tdstore::bench
 
-#endif  // TDSTORE_TESTS_BENCH_RAW_REDIS_H_
+#endif  // TDSTORE_TESTS_BENCH_RAW_CLIENT_H_

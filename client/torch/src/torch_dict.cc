@@ -6,8 +6,8 @@
 
 #include <cstring>
 
-#include "client/src/scalar_type.h"
-#include "client/src/tensor_bytes.h"
+#include "client/torch/src/scalar_type.h"
+#include "client/torch/src/tensor_bytes.h"
 #include "common/path.h"
 #include "common/ragged_cells.h"
 #include "tdstore/client.h"

@@ -1,5 +1,5 @@
 // Client (libtorch): the dict-level calls, over core::Client.
-#include "client/src/tensor_bytes.h"
+#include "client/torch/src/tensor_bytes.h"
 #include "tdstore/client.h"
 
 namespace tdstore {

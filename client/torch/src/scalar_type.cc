@@ -1,4 +1,4 @@
-#include "client/src/scalar_type.h"
+#include "client/torch/src/scalar_type.h"
 
 namespace tdstore {
 namespace {

@@ -3,8 +3,8 @@
 // tdstore::DType numbers equal the wire's tdstore.v1.DType, so this one table
 // serves both the gRPC conversion (convert.h) and the CLI's .npy files. Kept
 // free of gRPC and protobuf so the CLI can include it.
-#ifndef TDSTORE_CLIENT_SRC_SCALAR_TYPE_H_
-#define TDSTORE_CLIENT_SRC_SCALAR_TYPE_H_
+#ifndef TDSTORE_CLIENT_TORCH_SRC_SCALAR_TYPE_H_
+#define TDSTORE_CLIENT_TORCH_SRC_SCALAR_TYPE_H_
 
 #include <c10/core/ScalarType.h>
 
@@ -22,4 +22,4 @@ std::optional<at::ScalarType> ScalarTypeFromDType(DType dtype);
 
 }  // namespace tdstore
 
-#endif  // TDSTORE_CLIENT_SRC_SCALAR_TYPE_H_
+#endif  // TDSTORE_CLIENT_TORCH_SRC_SCALAR_TYPE_H_
