@@ -1,9 +1,7 @@
 // The store's one front door: everything tdstored's service asks of its
-// storage, in terms of dicts, leaves and indices. Two stores implement it:
-// the Redis store (redis_store/redis_store.h), which tdstored runs on, and
-// the in-memory store (memory_store.h), for tests and for trying tdstore
-// without Redis. One contract suite (tests/store/) holds both to what this
-// file says.
+// storage, in terms of dicts, leaves and indices. The Redis store
+// (redis_store/redis_store.h), which tdstored runs on, implements it; the
+// service (service/tdstore_service.h) sees nothing else of storage.
 //
 // Dicts are named by DictRef (name, and the id the client opened): a ref
 // whose id no longer names a dict under that name is NOT_FOUND, so a held
