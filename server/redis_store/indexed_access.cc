@@ -1,5 +1,7 @@
 #include "server/redis_store/indexed_access.h"
 
+#include "server/store/record_layout.h"
+
 #include <optional>
 
 #include "common/str_cat.h"
@@ -306,24 +308,20 @@ absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const Dict
   if (leaves.empty()) return CommitResult{{}, schema.meta.version};
   auto txn = WriteTxn::Begin(store, schema);
   std::vector<ZeroLeaf> own = leaves;  // leaves with blocks of their own
-  if (schema.meta.layout == DictLayout::kRecord && schema.RecordLeaves().empty()) {
-    // The dict's first leaves with rows form its record. Once formed, its
-    // rows have no room for another leaf: a leaf made later keeps rows of
-    // its own beside it, as in a default dict (a row read costs one more
-    // range per such leaf). Widening the record instead would rewrite every
-    // row of every leaf for one new key.
-    std::vector<Leaf> fields;
-    own.clear();
+  if (FormsRecord(schema)) {
+    // The dict's first leaves with rows form its record (record_layout.h).
+    std::vector<Leaf> made;
     for (const ZeroLeaf& z : leaves) {
-      const LeafRecord record{z.dtype, z.shape, 0, z.kind, z.value};
-      if (RowBytes(record) > 0) {
-        fields.push_back({z.path, record});
-      } else {
-        own.push_back(z);
-      }
+      made.push_back({z.path, LeafRecord{z.dtype, z.shape, 0, z.kind, z.value}});
     }
-    if (!fields.empty()) {
-      if (auto s = txn->BeginRecord(fields); !s.ok()) return s;
+    RecordSplit split = SplitForRecord(made);
+    own.clear();
+    for (const Leaf& leaf : split.own) {
+      own.push_back({leaf.path, leaf.record.dtype, leaf.record.shape, leaf.record.kind,
+                     leaf.record.value});
+    }
+    if (!split.fields.empty()) {
+      if (auto s = txn->BeginRecord(split.fields); !s.ok()) return s;
       if (auto s = txn->ZeroFill(); !s.ok()) return s;
     }
   }

@@ -1,5 +1,7 @@
 #include "server/redis_store/leaf_writer.h"
 
+#include "server/store/record_layout.h"
+
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -159,29 +161,23 @@ absl::Status WriteTxn::BeginRecord(const std::vector<Leaf>& fields) {
     return Fail(absl::InternalError("a record needs batch dims and leaves"));
   }
   if (schema_.meta.locked) return Fail(LockedError(schema_.meta.name, "add leaves"));
-  // Each leaf's row at the next free offset of the record, in the order given.
-  std::vector<Leaf> placed;
-  int64_t stride = 0;
+  std::vector<Leaf> checked;
   for (const Leaf& f : fields) {
     auto bytes = CheckNewLeaf(batch, f.path, f.record);
     if (!bytes.ok()) return Fail(bytes.status());
-    for (const Leaf& other : placed) {
+    for (const Leaf& other : checked) {
       if (auto s = CheckDisjoint(other.path, f.path); !s.ok()) return Fail(s);
     }
     if (auto s = CheckNesting(schema_, f.path); !s.ok()) return Fail(s);
-    Leaf leaf = f;
-    leaf.record.generation = 0;
-    leaf.record.in_record = {stride, 0};
-    stride += RowBytes(f.record);
-    placed.push_back(std::move(leaf));
+    checked.push_back(f);
   }
-  for (Leaf& leaf : placed) leaf.record.in_record.stride = stride;
-  auto bytes = ByteSize(std::vector<int64_t>{batch[0], stride}, 1);
-  if (!bytes.ok()) return Fail(bytes.status());
+  // Each leaf's row at the next free offset of the record (record_layout.h).
+  auto placed = PlaceRecord(batch[0], std::move(checked));
+  if (!placed.ok()) return Fail(placed.status());
   // The record is written as one uint8 leaf [rows, stride] (pending record,
   // blocks, quota), and committed as the leaves in it.
-  return Reserve({}, LeafRecord{DType::kUInt8, {batch[0], stride}, 0}, *bytes, 0,
-                 std::move(placed));
+  return Reserve({}, LeafRecord{DType::kUInt8, {batch[0], placed->stride}, 0}, placed->bytes, 0,
+                 std::move(placed->fields));
 }
 
 absl::Status WriteTxn::Reserve(const LeafPath& path, LeafRecord record, int64_t byte_size,
