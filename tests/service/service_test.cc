@@ -1,0 +1,383 @@
+// The service's own rules, served in-process (no tdstored process, no
+// socket): TdStoreService on a Store (tests/store/store_under_test.h),
+// called through gRPC's in-process channel with the generated stub. Each
+// test names the rule it holds: a request translated into its store call
+// and back, a limit, a status mapping, the `tdstore-applied: none` retry
+// marker, the schema-version trailer, draining and access.
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/protocol_metadata.h"
+#include "common/protocol_revision.h"
+#include "gtest/gtest.h"
+#include "server/service/tdstore_service.h"
+#include "tdstore/v1/tdstore.grpc.pb.h"
+#include "tests/store/store_under_test.h"
+
+namespace tdstore::service {
+namespace {
+
+using store::testing::MakeStoreUnderTest;
+using store::testing::StoreUnderTest;
+
+std::multimap<std::string, std::string> Trailers(const grpc::ClientContext& ctx) {
+  std::multimap<std::string, std::string> out;
+  for (const auto& [k, v] : ctx.GetServerTrailingMetadata()) {
+    out.emplace(std::string(k.data(), k.size()), std::string(v.data(), v.size()));
+  }
+  return out;
+}
+
+bool NothingApplied(const grpc::ClientContext& ctx) {
+  auto t = Trailers(ctx);
+  auto it = t.find(kAppliedTrailer);
+  return it != t.end() && it->second == kAppliedNone;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Serve({}); }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  void Serve(ServiceOptions options) {
+    if (server_) server_->Shutdown();
+    server_.reset();
+    service_.reset();
+    auto sut = MakeStoreUnderTest();
+    ASSERT_TRUE(sut.ok()) << sut.status();
+    sut_ = *std::move(sut);
+    service_ = std::make_unique<TdStoreService>(&sut_->store(), std::move(options));
+    grpc::ServerBuilder builder;
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::TdStore::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+  }
+
+  v1::DictInfo Create(const std::string& name, std::vector<int64_t> batch) {
+    grpc::ClientContext ctx;
+    v1::CreateDictRequest req;
+    req.set_name(name);
+    for (int64_t d : batch) req.add_batch_shape(d);
+    v1::DictInfo info;
+    grpc::Status s = stub_->CreateDict(&ctx, req, &info);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return info;
+  }
+
+  // A whole-leaf write of float32 `values` with shape `shape`.
+  grpc::Status Put(grpc::ClientContext& ctx, const v1::DictInfo& dict, const std::string& leaf,
+                   std::vector<int64_t> shape, const std::vector<float>& values,
+                   v1::WriteLeavesResponse* resp) {
+    auto writer = stub_->WriteLeaves(&ctx, resp);
+    v1::WriteChunk chunk;
+    chunk.mutable_begin()->set_dict(dict.name());
+    chunk.mutable_begin()->set_dict_id(dict.id());
+    writer->Write(chunk);
+    chunk.Clear();
+    v1::LeafHeader* h = chunk.mutable_header();
+    h->mutable_path()->add_components(leaf);
+    h->set_dtype(v1::FLOAT32);
+    for (int64_t d : shape) h->add_shape(d);
+    h->set_byte_size(static_cast<int64_t>(values.size() * sizeof(float)));
+    writer->Write(chunk);
+    chunk.Clear();
+    chunk.set_data(std::string(reinterpret_cast<const char*>(values.data()),
+                               values.size() * sizeof(float)));
+    writer->Write(chunk);
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  std::vector<float> Get(const v1::DictInfo& dict, const std::string& leaf) {
+    grpc::ClientContext ctx;
+    v1::ReadLeavesRequest req;
+    req.set_dict(dict.name());
+    req.set_dict_id(dict.id());
+    req.add_paths()->add_components(leaf);
+    auto reader = stub_->ReadLeaves(&ctx, req);
+    v1::ReadChunk chunk;
+    std::string bytes;
+    while (reader->Read(&chunk)) {
+      if (chunk.kind_case() == v1::ReadChunk::kData) bytes += chunk.data();
+    }
+    grpc::Status s = reader->Finish();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    std::vector<float> out(bytes.size() / sizeof(float));
+    std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+    return out;
+  }
+
+  std::unique_ptr<StoreUnderTest> sut_;
+  std::unique_ptr<TdStoreService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::TdStore::Stub> stub_;
+};
+
+TEST_F(ServiceTest, ServerInfoSaysWhatServesAndWhatItSpeaks) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(stub_->GetServerInfo(&ctx, {}, &info).ok());
+  EXPECT_EQ(info.protocol_revision(), kProtocolRevision);
+  EXPECT_TRUE(info.redis_ok());
+  EXPECT_FALSE(info.backend().empty());
+  EXPECT_FALSE(info.version().empty());
+  EXPECT_GT(info.capabilities_size(), 0);
+}
+
+TEST_F(ServiceTest, CreateTranslatesTheSchemaAndReportsTheVersionSeen) {
+  grpc::ClientContext ctx;
+  v1::CreateDictRequest req;
+  req.set_name("d");
+  req.add_batch_shape(3);
+  v1::LeafSpec* leaf = req.add_leaves();
+  leaf->mutable_path()->add_components("x");
+  leaf->set_dtype(v1::INT64);
+  leaf->add_element_shape(2);
+  v1::DictInfo info;
+  ASSERT_TRUE(stub_->CreateDict(&ctx, req, &info).ok());
+  ASSERT_EQ(info.leaves_size(), 1);
+  EXPECT_EQ(info.leaves(0).dtype(), v1::INT64);
+  EXPECT_EQ(std::vector<int64_t>(info.leaves(0).shape().begin(), info.leaves(0).shape().end()),
+            (std::vector<int64_t>{3, 2}));
+  auto trailers = Trailers(ctx);
+  auto seen = trailers.find(kSchemaVersionTrailer);
+  ASSERT_NE(seen, trailers.end());
+  EXPECT_EQ(seen->second, info.id() + ":" + std::to_string(info.version()));
+}
+
+TEST_F(ServiceTest, RefusedRequestsSayNothingWasApplied) {
+  {  // an unknown dtype
+    grpc::ClientContext ctx;
+    v1::CreateDictRequest req;
+    req.set_name("d");
+    v1::LeafSpec* leaf = req.add_leaves();
+    leaf->mutable_path()->add_components("x");
+    leaf->set_dtype(static_cast<v1::DType>(999));
+    v1::DictInfo info;
+    grpc::Status s = stub_->CreateDict(&ctx, req, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_TRUE(NothingApplied(ctx));
+  }
+  {  // an unknown layout
+    grpc::ClientContext ctx;
+    v1::CreateDictRequest req;
+    req.set_name("d");
+    req.mutable_options()->set_layout(static_cast<v1::DictLayout>(77));
+    v1::DictInfo info;
+    grpc::Status s = stub_->CreateDict(&ctx, req, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_TRUE(NothingApplied(ctx));
+  }
+  {  // a write stream without its WriteBegin
+    grpc::ClientContext ctx;
+    v1::WriteLeavesResponse resp;
+    auto writer = stub_->WriteLeaves(&ctx, &resp);
+    v1::WriteChunk chunk;
+    chunk.set_data("xx");
+    writer->Write(chunk);
+    writer->WritesDone();
+    grpc::Status s = writer->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_TRUE(NothingApplied(ctx));
+  }
+  {  // a whole-leaf write of the wrong batch shape: nothing visible
+    const v1::DictInfo d = Create("w", {4});
+    grpc::ClientContext ctx;
+    v1::WriteLeavesResponse resp;
+    grpc::Status s = Put(ctx, d, "x", {5}, std::vector<float>(5, 1.0f), &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_TRUE(NothingApplied(ctx));
+    grpc::ClientContext ectx;
+    v1::ExistsRequest ereq;
+    ereq.set_dict("w");
+    ereq.mutable_path()->add_components("x");
+    v1::ExistsResponse eresp;
+    ASSERT_TRUE(stub_->Exists(&ectx, ereq, &eresp).ok());
+    EXPECT_EQ(eresp.kind(), v1::ExistsResponse::ABSENT);
+  }
+}
+
+TEST_F(ServiceTest, WritesAndReadsRoundTripAndReportTheirVersion) {
+  const v1::DictInfo d = Create("d", {3});
+  grpc::ClientContext ctx;
+  v1::WriteLeavesResponse resp;
+  ASSERT_TRUE(Put(ctx, d, "x", {3, 2}, {1, 2, 3, 4, 5, 6}, &resp).ok());
+  ASSERT_EQ(resp.written_size(), 1);
+  EXPECT_GT(resp.version(), d.version());
+  auto trailers = Trailers(ctx);
+  auto seen = trailers.find(kSchemaVersionTrailer);
+  ASSERT_NE(seen, trailers.end());
+  EXPECT_EQ(seen->second, d.id() + ":" + std::to_string(resp.version()));
+  EXPECT_EQ(Get(d, "x"), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST_F(ServiceTest, LimitsAreCheckedBeforeTheStore) {
+  ServiceOptions options;
+  options.limits.max_leaves_per_call = 2;
+  options.limits.max_name_bytes = 8;
+  Serve(options);
+  {
+    grpc::ClientContext ctx;
+    v1::CreateDictRequest req;
+    req.set_name("a-name-too-long");
+    v1::DictInfo info;
+    grpc::Status s = stub_->CreateDict(&ctx, req, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::CreateDictRequest req;
+    req.set_name("d");
+    req.add_batch_shape(1);
+    for (const char* n : {"a", "b", "c"}) {
+      v1::LeafSpec* leaf = req.add_leaves();
+      leaf->mutable_path()->add_components(n);
+      leaf->set_dtype(v1::FLOAT32);
+    }
+    v1::DictInfo info;
+    grpc::Status s = stub_->CreateDict(&ctx, req, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_TRUE(NothingApplied(ctx));
+    grpc::ClientContext lctx;
+    v1::ListDictsResponse list;
+    ASSERT_TRUE(stub_->ListDicts(&lctx, {}, &list).ok());
+    EXPECT_EQ(list.names_size(), 0);
+  }
+}
+
+TEST_F(ServiceTest, StatusCodesMapOneToOne) {
+  const v1::DictInfo d = Create("d", {2});
+  {
+    grpc::ClientContext ctx;
+    v1::DescribeDictRequest req;
+    req.set_name("absent");
+    v1::DictInfo info;
+    EXPECT_EQ(stub_->DescribeDict(&ctx, req, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::CreateDictRequest req;
+    req.set_name("d");
+    v1::DictInfo info;
+    EXPECT_EQ(stub_->CreateDict(&ctx, req, &info).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+    EXPECT_TRUE(NothingApplied(ctx));
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::CounterRequest req;
+    req.set_dict("d");
+    req.set_name("c");
+    req.set_add(std::numeric_limits<int64_t>::max());
+    v1::CounterResponse resp;
+    ASSERT_TRUE(stub_->Counter(&ctx, req, &resp).ok());
+    grpc::ClientContext ctx2;
+    req.set_add(1);
+    EXPECT_EQ(stub_->Counter(&ctx2, req, &resp).error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::CounterRequest req;
+    req.set_dict("d");
+    req.set_name("c");  // no operation
+    v1::CounterResponse resp;
+    EXPECT_EQ(stub_->Counter(&ctx, req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::SetLockedRequest req;
+    req.set_dict("d");
+    req.set_locked(true);
+    v1::DictInfo info;
+    ASSERT_TRUE(stub_->SetLocked(&ctx, req, &info).ok());
+    EXPECT_TRUE(info.locked());
+    grpc::ClientContext wctx;
+    v1::WriteLeavesResponse resp;
+    EXPECT_EQ(Put(wctx, d, "new", {2}, {1, 2}, &resp).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+  }
+}
+
+TEST_F(ServiceTest, AppendRowsAcksEveryBatchWithItsOwnStatus) {
+  const v1::DictInfo d = Create("d", {4});
+  {
+    grpc::ClientContext ctx;
+    v1::WriteLeavesResponse resp;
+    ASSERT_TRUE(Put(ctx, d, "x", {4}, {0, 0, 0, 0}, &resp).ok());
+  }
+  grpc::ClientContext ctx;
+  auto stream = stub_->AppendRows(&ctx);
+  v1::AppendRequest req;
+  req.mutable_begin()->set_dict("d");
+  req.mutable_begin()->add_leaves()->add_components("x");
+  ASSERT_TRUE(stream->Write(req));
+  auto batch = [&](int64_t seq, int64_t start, std::vector<float> rows) {
+    v1::AppendRequest r;
+    v1::RowBatch* b = r.mutable_batch();
+    b->set_sequence(seq);
+    b->set_start_row(start);
+    b->set_rows(static_cast<int64_t>(rows.size()));
+    b->add_leaf_rows(std::string(reinterpret_cast<const char*>(rows.data()),
+                                 rows.size() * sizeof(float)));
+    EXPECT_TRUE(stream->Write(r));
+    v1::AppendAck ack;
+    EXPECT_TRUE(stream->Read(&ack));
+    EXPECT_EQ(ack.sequence(), seq);
+    return ack.code();
+  };
+  EXPECT_EQ(batch(1, 1, {7, 8}), 0);
+  EXPECT_EQ(batch(2, 3, {1, 2}), static_cast<int>(grpc::StatusCode::OUT_OF_RANGE));
+  EXPECT_EQ(batch(3, 0, {9}), 0);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(Get(d, "x"), (std::vector<float>{9, 7, 8, 0}));
+}
+
+TEST_F(ServiceTest, DrainingRefusesNewCallsAsRetryable) {
+  service_->StartDraining();
+  grpc::ClientContext ctx;
+  v1::ListDictsResponse list;
+  grpc::Status s = stub_->ListDicts(&ctx, {}, &list);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_TRUE(NothingApplied(ctx));
+  EXPECT_TRUE(service_->WaitIdle(std::chrono::system_clock::now() + std::chrono::seconds(10)));
+}
+
+TEST_F(ServiceTest, TokensLimitCallersToTheirPrefixes) {
+  auto access = AccessControl::Parse("reader-token-0123456789 ro pub/\n"
+                                     "writer-token-0123456789 rw pub/,own/\n");
+  ASSERT_TRUE(access.ok()) << access.status();
+  ServiceOptions options;
+  options.access = *std::move(access);
+  Serve(std::move(options));
+  auto create = [&](const std::string& token, const std::string& name) {
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    v1::CreateDictRequest req;
+    req.set_name(name);
+    v1::DictInfo info;
+    return stub_->CreateDict(&ctx, req, &info).error_code();
+  };
+  EXPECT_EQ(create("", "pub/a"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(create("not-a-known-token-000", "pub/a"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(create("reader-token-0123456789", "pub/a"), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(create("writer-token-0123456789", "other/a"), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(create("writer-token-0123456789", "own/a"), grpc::StatusCode::OK);
+  EXPECT_EQ(create("writer-token-0123456789", "pub/a"), grpc::StatusCode::OK);
+  // A reader lists only what its prefixes cover.
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer reader-token-0123456789");
+  v1::ListDictsResponse list;
+  ASSERT_TRUE(stub_->ListDicts(&ctx, {}, &list).ok());
+  EXPECT_EQ(std::vector<std::string>(list.names().begin(), list.names().end()),
+            (std::vector<std::string>{"pub/a"}));
+}
+
+}  // namespace
+}  // namespace tdstore::service
