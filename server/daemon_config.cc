@@ -136,6 +136,19 @@ std::vector<Setting> Settings() {
        }},
       Text("unix-socket", "also serve on this unix socket path (created mode 0660)",
            &DaemonConfig::unix_socket),
+      {"backend",
+       "where dicts live: redis (the --redis server, or an embedded redis-server), or memory "
+       "(this daemon's memory only: not durable, not shared with other daemons; for trying "
+       "tdstore and for tests)",
+       [](const DaemonConfig& c) { return c.backend; },
+       [](DaemonConfig& c, const std::string& v) {
+         if (v != "redis" && v != "memory") {
+           return absl::InvalidArgumentError(
+               StrCat("--backend: expected redis or memory, got '", v, "'"));
+         }
+         c.backend = v;
+         return absl::OkStatus();
+       }},
       Text("redis",
            "redis://[user:password@]host:port[/db], unix:///path.sock, or "
            "redis-cluster://[user:password@]host1:port1,host2:port2 (seed nodes); empty starts "

@@ -33,6 +33,9 @@
 namespace tdstore {
 
 struct DaemonConfig {
+  // Where dicts live: "redis" (Redis, given or embedded) or "memory" (this
+  // process only: not durable, not shared; for trying tdstore and tests).
+  std::string backend = "redis";
   // TCP address to serve on; empty: no TCP listener.
   std::string listen = "127.0.0.1:50051";
   // Unix socket path to serve on (mode 0660); empty: none.

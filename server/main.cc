@@ -1,5 +1,6 @@
 // tdstored: the tdstore daemon. Reads its settings (daemon_config.h),
-// connects to Redis or starts an embedded redis-server, serves gRPC until
+// connects to Redis or starts an embedded redis-server (or, with --backend
+// memory, keeps everything in its own memory), serves gRPC until
 // SIGTERM/SIGINT, then drains in-flight calls and exits 0.
 #include <malloc.h>
 #include <signal.h>
@@ -33,6 +34,7 @@
 #include "server/redis_store/lua_scripts.h"
 #include "server/redis_store/schema_watch.h"
 #include "server/redis_store/sweeper.h"
+#include "server/store/memory_store.h"
 
 extern char** environ;
 
@@ -146,10 +148,14 @@ int Run(int argc, char** argv) {
     metrics_owner = *std::move(started);
   }
 
-  // --- Redis: the given one, or our own embedded child. ---------------------
+  // --- Redis: the given one, or our own embedded child; none for memory. ----
+  const bool in_memory = config->backend == "memory";
   std::unique_ptr<redis::EmbeddedRedis> embedded;
   std::string redis_url = config->redis_url;
-  if (redis_url.empty()) {
+  if (in_memory) {
+    LogWarning("--backend memory: dicts live in this process only (not durable, not shared with "
+               "other daemons); for trying tdstore and for tests");
+  } else if (redis_url.empty()) {
     redis::EmbeddedRedisOptions options;
     options.binary = RedisServerBinary(config->redis_server_bin);
     options.data_dir = config->data_dir;
@@ -177,29 +183,25 @@ int Run(int argc, char** argv) {
   if (config->store.namespace_quota_bytes > 0) {
     LogInfo("namespace '" + config->store.ns + "' may store " +
             std::to_string(config->store.namespace_quota_bytes) + " bytes (--namespace-quota-bytes)");
-  } else if (!embedded) {
+  } else if (!embedded && !in_memory) {
     LogInfo("no --namespace-quota-bytes: set it (and Redis' own maxmemory) so that one request "
             "cannot fill Redis");
   }
   LogInfo("memory budget " + std::to_string(config->store.memory_budget_bytes) +
           " bytes for buffered call data (--memory-budget-bytes)");
-  if (config->store.memory_budget_bytes <
-      store::IndexedWriteLease(config->store.max_indexed_bytes, true)) {
-    LogWarning("--memory-budget-bytes is below what one indexed write of --max-indexed-bytes "
-               "needs (" + std::to_string(store::IndexedWriteLease(config->store.max_indexed_bytes,
-                                                                   true)) +
-               " bytes): such writes will be refused");
-  }
   // The embedded Redis has no password: TDSTORE_REDIS_PASSWORD is for --redis.
-  redis::ConnectOptions connect_options;
-  connect_options.events = metrics_owner.get();  // null: no metrics
-  auto redis_owner = redis::MakeRedisClient(
-      redis_url, embedded ? std::string() : config->redis_password, connect_options);
-  if (!redis_owner.ok()) {
-    LogError("--redis: " + std::string(redis_owner.status().message()));
-    return 2;
+  std::unique_ptr<redis::RedisClient> redis_client;
+  if (!in_memory) {
+    redis::ConnectOptions connect_options;
+    connect_options.events = metrics_owner.get();  // null: no metrics
+    auto made = redis::MakeRedisClient(
+        redis_url, embedded ? std::string() : config->redis_password, connect_options);
+    if (!made.ok()) {
+      LogError("--redis: " + std::string(made.status().message()));
+      return 2;
+    }
+    redis_client = *std::move(made);
   }
-  redis::RedisClient& redis_client = **redis_owner;
 
   service::ServiceOptions service_options;
   service_options.limits = config->limits;
@@ -212,14 +214,32 @@ int Run(int argc, char** argv) {
     service_options.access = *std::move(access);
   }
 
-  store::DictStore store(&redis_client, config->store);
-  store::Sweeper sweeper(&store, metrics_owner.get());
-  sweeper.Start(config->sweep_interval);
-  // Subscribes to schema changes, for WatchSchema (store/schema_watch.h).
-  store::SchemaWatch schema_watch(&store, config->schema_event_delay);
-  schema_watch.Start();
-  store::RedisStore store_facade(&store, &schema_watch);
-  service::TdStoreService service(&store_facade, std::move(service_options));
+  // The store: in memory, or on Redis with its sweeper and schema watch.
+  std::unique_ptr<store::DictStore> dicts;
+  std::unique_ptr<store::Sweeper> sweeper;
+  std::unique_ptr<store::SchemaWatch> schema_watch;
+  std::unique_ptr<store::Store> store_owner;
+  store::MemoryStore* memory_store = nullptr;
+  if (in_memory) {
+    auto memory = std::make_unique<store::MemoryStore>(config->store);
+    memory_store = memory.get();
+    store_owner = std::move(memory);
+  } else {
+    dicts = std::make_unique<store::DictStore>(redis_client.get(), config->store);
+    sweeper = std::make_unique<store::Sweeper>(dicts.get(), metrics_owner.get());
+    sweeper->Start(config->sweep_interval);
+    // Subscribes to schema changes, for WatchSchema (store/schema_watch.h).
+    schema_watch = std::make_unique<store::SchemaWatch>(dicts.get(), config->schema_event_delay);
+    schema_watch->Start();
+    store_owner = std::make_unique<store::RedisStore>(dicts.get(), schema_watch.get());
+  }
+  const int64_t max_write_lease =
+      store_owner->IndexedWriteLease(config->store.max_indexed_bytes, true);
+  if (config->store.memory_budget_bytes < max_write_lease) {
+    LogWarning("--memory-budget-bytes is below what one indexed write of --max-indexed-bytes "
+               "needs (" + std::to_string(max_write_lease) + " bytes): such writes will be refused");
+  }
+  service::TdStoreService service(store_owner.get(), std::move(service_options));
 
   // --- gRPC ---------------------------------------------------------------
   // TLS when a certificate is given; the unix socket gets the same
@@ -279,19 +299,26 @@ int Run(int argc, char** argv) {
   if (!config->unix_socket.empty()) chmod(config->unix_socket.c_str(), 0660);
 
   // Health: NOT_SERVING until Redis answers, and whenever it stops.
-  HealthMonitor health(&redis_client, server->GetHealthCheckService(),
-                       [](bool healthy, const std::string& reason) {
-                         Log(healthy ? LogLevel::kInfo : LogLevel::kWarning,
-                             healthy ? "Redis is reachable: SERVING (" + reason + ")"
-                                     : "Redis is unreachable: NOT_SERVING (" + reason + ")");
-                       });
-  health.Start();
+  // The memory store has no back end to lose: SERVING from now on.
+  std::unique_ptr<HealthMonitor> health;
+  if (in_memory) {
+    server->GetHealthCheckService()->SetServingStatus(true);
+  } else {
+    health = std::make_unique<HealthMonitor>(
+        redis_client.get(), server->GetHealthCheckService(),
+        [](bool healthy, const std::string& reason) {
+          Log(healthy ? LogLevel::kInfo : LogLevel::kWarning,
+              healthy ? "Redis is reachable: SERVING (" + reason + ")"
+                      : "Redis is unreachable: NOT_SERVING (" + reason + ")");
+        });
+    health->Start();
+  }
   if (embedded) {
     // If it dies (OOM killer, a crash, kill -9), it is restarted; health
     // goes NOT_SERVING at once and SERVING again once it answers.
     embedded->Supervise([&health](bool error, const std::string& line) {
       Log(error ? LogLevel::kError : LogLevel::kWarning, line);
-      if (error) health.ReportDown(line);
+      if (error) health->ReportDown(line);
     });
   }
 
@@ -303,7 +330,7 @@ int Run(int argc, char** argv) {
   if (!config->unix_socket.empty()) addresses += "unix://" + config->unix_socket + "\n";
   std::string shown = addresses.substr(0, addresses.size() - 1);
   std::replace(shown.begin(), shown.end(), '\n', ' ');
-  LogInfo("serving on " + shown + " with " + redis_client.Describe() +
+  LogInfo("serving on " + shown + " with " + store_owner->Ping().backend +
       (config->tls_cert_pem.empty() ? ", plaintext"
                                     : config->tls_client_ca_pem.empty() ? ", TLS" : ", mutual TLS") +
       (config->tokens_file.empty() ? ", no tokens" : ", bearer tokens required"));
@@ -350,15 +377,21 @@ int Run(int argc, char** argv) {
   // NOT_SERVING first, so load balancers and probes stop sending; then new
   // calls are refused (retryable) while those in flight get the grace
   // period; then the server shuts down without waiting on idle clients.
-  health.Stop();
+  if (health) {
+    health->Stop();
+  } else {
+    server->GetHealthCheckService()->SetServingStatus(false);
+  }
   service.StartDraining();
-  schema_watch.Stop();  // ends every watch stream: clients stop trusting their copies
+  // Ends every watch stream: clients stop trusting their copies.
+  if (schema_watch) schema_watch->Stop();
+  if (memory_store != nullptr) memory_store->Stop();
   if (!service.WaitIdle(std::chrono::system_clock::now() + config->shutdown_grace)) {
     LogWarning("calls still running after --shutdown-grace-ms: cancelling them");
   }
   server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
-  sweeper.Stop();
+  if (sweeper) sweeper->Stop();
   if (embedded) embedded->Stop();
   if (!config->unix_socket.empty()) unlink(config->unix_socket.c_str());
   LogInfo("stopped");

@@ -22,20 +22,6 @@ absl::StatusOr<std::string> IdOf(DictStore& dicts, const DictRef& ref) {
 
 }  // namespace
 
-absl::Status CheckStateName(std::string_view kind, std::string_view name) {
-  if (name.empty() || name.size() > static_cast<size_t>(kMaxAttrNameBytes)) {
-    return absl::InvalidArgumentError(StrCat(kind, " names are 1 to ", kMaxAttrNameBytes,
-                                             " bytes; got ", name.size()));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status LockedError(std::string_view dict, std::string_view what) {
-  return absl::FailedPreconditionError(
-      StrCat("dict '", dict, "' is locked: cannot ", what,
-             " (writes into its existing leaves are allowed; unlock it to change its leaves)"));
-}
-
 absl::StatusOr<DictSchema> SetLocked(DictStore& dicts, const DictRef& ref, bool locked) {
   auto id = IdOf(dicts, ref);
   if (!id.ok()) return id.status();
@@ -50,27 +36,8 @@ absl::StatusOr<DictSchema> SetLocked(DictStore& dicts, const DictRef& ref, bool 
 
 absl::StatusOr<DictSchema> UpdateAttrs(DictStore& dicts, const DictRef& ref,
                                        const AttrsUpdate& update) {
-  if (update.set.size() > static_cast<size_t>(kMaxAttrs)) {
-    return absl::ResourceExhaustedError(
-        StrCat("a dict holds at most ", kMaxAttrs, " attributes; ", update.set.size(), " given"));
-  }
-  for (const auto& [name, value] : update.set) {
-    if (auto s = CheckStateName("attribute", name); !s.ok()) return s;
-    if (value.size() > static_cast<size_t>(kMaxAttrValueBytes)) {
-      return absl::InvalidArgumentError(StrCat("attribute '", name, "': values are at most ",
-                                               kMaxAttrValueBytes, " bytes; got ",
-                                               value.size()));
-    }
-  }
-  std::set<std::string_view> removed;
-  for (const std::string& name : update.remove) {
-    if (auto s = CheckStateName("attribute", name); !s.ok()) return s;
-    if (update.set.count(name) != 0) {
-      return absl::InvalidArgumentError(
-          StrCat("attribute '", name, "' is both set and removed in one update"));
-    }
-    removed.insert(name);
-  }
+  if (auto s = CheckAttrsUpdate(update); !s.ok()) return s;
+  std::set<std::string_view> removed(update.remove.begin(), update.remove.end());
   auto id = IdOf(dicts, ref);
   if (!id.ok()) return id.status();
   const KeySchema& keys = dicts.keys();
@@ -89,9 +56,9 @@ absl::StatusOr<DictSchema> UpdateAttrs(DictStore& dicts, const DictRef& ref,
   const std::string_view tag = ErrorTag(*reply);
   if (tag == "TDNODICT") return dicts.NotFound(ref);
   if (tag == "TDLIMIT") {
-    return absl::ResourceExhaustedError(StrCat("dict '", ref.name, "' would hold ",
-                                               ErrorDetail(*reply), " attributes, more than ",
-                                               kMaxAttrs, "; nothing changed"));
+    int64_t count = 0;
+    (void)absl::SimpleAtoi(std::string(ErrorDetail(*reply)), &count);
+    return TooManyAttrs(ref.name, count);
   }
   if (auto s = ReplyStatus(*reply, "update attributes"); !s.ok()) return s;
   return dicts.Load({ref.name, *id});
@@ -105,14 +72,12 @@ absl::Status CounterReplyStatus(DictStore& dicts, const DictRef& ref, std::strin
   const std::string_view tag = ErrorTag(reply);
   if (tag == "TDNODICT") return dicts.NotFound(ref);
   if (tag == "TDLIMIT") {
-    return absl::ResourceExhaustedError(StrCat("dict '", ref.name, "' already holds ",
-                                               ErrorDetail(reply), " counters, the most it may (",
-                                               kMaxCounters, "); counter '", name,
-                                               "' was not created"));
+    int64_t count = 0;
+    (void)absl::SimpleAtoi(std::string(ErrorDetail(reply)), &count);
+    return TooManyCounters(ref.name, count, name);
   }
   if (tag == "TDOVERFLOW") {
-    return absl::OutOfRangeError(StrCat("counter '", name, "' + ", delta,
-                                        " would overflow int64; it was not changed"));
+    return CounterOverflow(name, delta);
   }
   return ReplyStatus(reply, "counter");
 }
@@ -129,9 +94,9 @@ absl::StatusOr<RingReservation> ReserveRing(DictStore& dicts, const DictRef& ref
                                   {cursor, StrCat(rows), StrCat(kMaxCounters), ref.name});
   if (!reply.ok()) return reply.status();
   if (ErrorTag(*reply) == "TDRINGSIZE") {
-    return absl::InvalidArgumentError(StrCat("a ring append of dict '", ref.name, "' takes 1 to ",
-                                             ErrorDetail(*reply),
-                                             " rows (its batch dim 0); got ", rows));
+    int64_t size = 0;
+    (void)absl::SimpleAtoi(std::string(ErrorDetail(*reply)), &size);
+    return RingSizeError(ref.name, size, rows);
   }
   if (auto s = CounterReplyStatus(dicts, ref, cursor, rows, *reply); !s.ok()) return s;
   RingReservation out;

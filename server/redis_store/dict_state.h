@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/redis_store/dict_store.h"
+#include "server/store/store_checks.h"
 
 namespace tdstore::store {
 
@@ -56,14 +57,6 @@ struct RingReservation {
 };
 absl::StatusOr<RingReservation> ReserveRing(DictStore& dicts, const DictRef& ref,
                                             const std::string& cursor, int64_t rows);
-
-// INVALID_ARGUMENT unless `name` is 1..kMaxAttrNameBytes bytes: the rule
-// for attribute and counter names; `kind` ("counter") names it.
-absl::Status CheckStateName(std::string_view kind, std::string_view name);
-
-// FAILED_PRECONDITION for a change a locked dict refuses; `what` says which
-// ("add leaf 'obs'", "delete leaves").
-absl::Status LockedError(std::string_view dict, std::string_view what);
 
 }  // namespace tdstore::store
 

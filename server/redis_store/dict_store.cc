@@ -14,6 +14,7 @@
 #include "server/redis_store/lua_scripts.h"
 #include "server/store/outcome.h"
 #include "server/redis_store/redis_errors.h"
+#include "server/store/store_checks.h"
 
 namespace tdstore::store {
 
@@ -22,9 +23,7 @@ namespace {
 // Validation shared by create and rename.
 absl::Status CheckName(std::string_view name) { return ValidateDictName(name); }
 
-absl::Status NotFoundDict(std::string_view name) {
-  return absl::NotFoundError(StrCat("dict '", name, "' does not exist"));
-}
+absl::Status NotFoundDict(std::string_view name) { return DictNotFound(name); }
 
 }  // namespace
 
@@ -35,18 +34,11 @@ DictStore::DictStore(redis::RedisClient* redis, StoreOptions options)
       budget_(options_.memory_budget_bytes, options_.memory_budget_wait) {}
 
 absl::Status DictStore::CheckDictQuota(const DictMeta& meta, int64_t bytes_after) const {
-  const int64_t quota = options_.dict_quota_bytes;
-  if (quota <= 0 || bytes_after <= quota) return absl::OkStatus();
-  return absl::ResourceExhaustedError(
-      StrCat("dict '", meta.name, "' would hold ", bytes_after, " bytes, over its quota of ",
-             quota, " bytes (--dict-quota-bytes); nothing was written"));
+  return store::CheckDictQuota(options_, meta, bytes_after);
 }
 
 absl::Status DictStore::QuotaError(int64_t used, int64_t bytes, std::string_view what) const {
-  return absl::ResourceExhaustedError(
-      StrCat(what, " needs ", bytes, " bytes, but namespace '", options_.ns, "' stores ", used,
-             " of its quota of ", options_.namespace_quota_bytes,
-             " bytes (--namespace-quota-bytes); nothing was written"));
+  return NamespaceQuotaError(options_, used, bytes, what);
 }
 
 absl::Status DictStore::ReserveBytes(int64_t bytes, std::string_view what) {
@@ -131,9 +123,7 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
   if (!count.ok()) return count.status();
   if (auto s = ReplyStatus(*count, "count dicts"); !s.ok()) return s;
   if (count->integer() >= options_.max_dicts) {
-    return absl::ResourceExhaustedError(
-        StrCat("the namespace holds ", count->integer(), " dicts, its limit (--max-dicts ",
-               options_.max_dicts, ")"));
+    return MaxDictsError(options_, count->integer());
   }
 
   // Allocate an id, write the meta record, then publish the name: a dict
@@ -297,12 +287,7 @@ absl::StatusOr<DictSchema> DictStore::LoadDict(std::string_view name) const {
   return schema;
 }
 
-absl::Status DictStore::NotFound(const DictRef& ref) const {
-  if (ref.id.empty()) return NotFoundDict(ref.name);
-  return absl::NotFoundError(StrCat("dict '", ref.name, "' (id ", ref.id,
-                                    ") does not exist: it was deleted, renamed or replaced by "
-                                    "a namesake since it was opened"));
-}
+absl::Status DictStore::NotFound(const DictRef& ref) const { return DictNotFound(ref); }
 
 absl::StatusOr<DictSchema> DictStore::Load(const DictRef& ref) const {
   if (ref.id.empty()) {

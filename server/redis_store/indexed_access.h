@@ -34,6 +34,7 @@
 #include "common/shape.h"
 #include "server/redis_store/dict_store.h"
 #include "server/redis_store/leaf_writer.h"
+#include "server/store/indexed_plan.h"
 
 namespace tdstore::store {
 
@@ -72,17 +73,10 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const Dic
 // later.
 int64_t IndexedWriteLease(int64_t value_bytes, bool first_value);
 
-// Creates zero-filled leaves (path -> dtype and full shape) in one commit
+// Creates zero-filled leaves (ZeroLeaf, store/indexed_plan.h) in one commit
 // into the dict `schema` describes; paths that exist by then are left alone
 // (and out of the result's `written`). For indexed writes and for dicts
 // created with a schema.
-struct ZeroLeaf {
-  LeafPath path;
-  DType dtype = DType::kUnspecified;
-  Shape shape;  // full shape, batch dims first
-  LeafKind kind = LeafKind::kTensor;
-  std::string value = {};  // a ragged leaf's cell dtype name; empty otherwise
-};
 absl::StatusOr<CommitResult> CreateZeroFilledLeaves(DictStore* store, const DictSchema& schema,
                                                     const std::vector<ZeroLeaf>& leaves);
 

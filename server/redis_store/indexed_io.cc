@@ -176,26 +176,6 @@ absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool pr
   return absl::OkStatus();
 }
 
-}  // namespace
-
-int64_t CellBytes(const DictSchema& schema, const LeafRecord& record) {
-  int64_t bytes = DTypeSize(record.dtype);
-  for (size_t d = schema.meta.batch_shape.size(); d < record.shape.size(); ++d) {
-    bytes *= record.shape[d];
-  }
-  return bytes;
-}
-
-Shape IndexedShape(const DictSchema& schema, const LeafRecord& record,
-                   const Shape& result_shape) {
-  Shape shape = result_shape;
-  shape.insert(shape.end(), record.shape.begin() + schema.meta.batch_shape.size(),
-               record.shape.end());
-  return shape;
-}
-
-namespace {
-
 // How a read fetches one key's runs within a block: each run by itself, or
 // one range covering them all, the runs cut out of it here. Covering wins
 // when the range is dense, as a step slice's rows are: one GETRANGE of a

@@ -36,17 +36,11 @@
 #include "absl/status/statusor.h"
 #include "common/index.h"
 #include "server/redis_store/dict_store.h"
+#include "server/store/indexed_plan.h"
 #include "server/store/schema.h"
 #include "server/redis_store/schema_cache.h"
 
 namespace tdstore::store {
-
-// Bytes one cell (one index of every batch dim) of this leaf occupies.
-int64_t CellBytes(const DictSchema& schema, const LeafRecord& record);
-
-// The leaf's shape at an indexed batch shape: result_shape + element shape.
-Shape IndexedShape(const DictSchema& schema, const LeafRecord& record,
-                   const Shape& result_shape);
 
 // Reads the selected cells of each leaf; returns one C-order buffer per leaf
 // (same order as `leaves`), each IndexedShape() in size.

@@ -7,51 +7,11 @@
 #include "common/str_cat.h"
 #include "server/redis_store/indexed_access.h"
 #include "server/redis_store/leaf_writer.h"
+#include "server/store/store_checks.h"
 
 namespace tdstore::store {
 
 namespace {
-
-std::string Display(const LeafPath& path) { return StrCat("'", PathToDisplay(path), "'"); }
-
-// Each fill names an existing leaf of the dtype the caller believes, by a
-// well-formed element: checked against `schema` before anything is written.
-absl::Status CheckFills(const DictSchema& schema, const std::vector<Fill>& fills) {
-  if (fills.empty()) return absl::InvalidArgumentError("a fill names no leaf");
-  std::set<std::string> seen;
-  for (const Fill& fill : fills) {
-    if (auto s = ValidatePath(fill.path); !s.ok()) return s;
-    if (!seen.insert(EncodePath(fill.path)).second) {
-      return absl::InvalidArgumentError(StrCat("leaf ", Display(fill.path), " is filled twice"));
-    }
-    const Leaf* leaf = schema.Find(fill.path);
-    if (leaf == nullptr) {
-      if (schema.Classify(fill.path) == DictSchema::PathKind::kNode) {
-        return absl::FailedPreconditionError(
-            StrCat(Display(fill.path), " is a sub-dict: fill its leaves"));
-      }
-      return absl::NotFoundError(
-          StrCat("dict '", schema.meta.name, "' has no leaf ", Display(fill.path)));
-    }
-    if (leaf->record.kind != LeafKind::kTensor) {
-      return absl::InvalidArgumentError(
-          StrCat("leaf ", Display(fill.path), " holds ", LeafKindName(leaf->record.kind),
-                 " values, not numbers: it cannot be filled; nothing was written"));
-    }
-    if (leaf->record.dtype != fill.dtype) {
-      return absl::FailedPreconditionError(
-          StrCat("leaf ", Display(fill.path), " is ", DTypeName(leaf->record.dtype), ", not ",
-                 DTypeName(fill.dtype), ": it was replaced meanwhile; nothing was written"));
-    }
-    if (static_cast<int64_t>(fill.element.size()) != DTypeSize(fill.dtype)) {
-      return absl::InvalidArgumentError(StrCat("leaf ", Display(fill.path), ": a ",
-                                               DTypeName(fill.dtype), " element is ",
-                                               DTypeSize(fill.dtype), " bytes, not ",
-                                               fill.element.size()));
-    }
-  }
-  return absl::OkStatus();
-}
 
 bool AllZero(const std::string& bytes) {
   return std::all_of(bytes.begin(), bytes.end(), [](char c) { return c == 0; });

@@ -4,25 +4,9 @@
 
 #include "common/str_cat.h"
 #include "server/redis_store/dict_state.h"
+#include "server/store/indexed_plan.h"
 
 namespace tdstore::store {
-
-namespace {
-
-// The rows a reservation of `rows` from `start` covers, as an index over
-// batch dim 0 of `size` rows: one slice when they do not wrap (the cheaper
-// plan), else their positions. A negative cursor (a client's own counter
-// call can make one) still names rows: positions are non-negative mod the
-// size.
-plan::IndexSpec RingRows(int64_t start, int64_t rows, int64_t size) {
-  const int64_t first = ((start % size) + size) % size;
-  if (first + rows <= size) return {plan::IndexTerm::Slice(first, first + rows)};
-  std::vector<int64_t> positions(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i) positions[static_cast<size_t>(i)] = (first + i) % size;
-  return {plan::IndexTerm::Positions(std::move(positions))};
-}
-
-}  // namespace
 
 absl::StatusOr<RingAppendResult> AppendToRing(DictStore* dicts, const DictRef& ref,
                                               const RingAppend& ring,

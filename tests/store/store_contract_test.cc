@@ -477,6 +477,61 @@ TEST_F(StoreContract, AnAppendStreamWritesWellFormedBatchesOnly) {
   EXPECT_EQ(ReadF32(ref, "x"), (std::vector<float>{0, 0, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0}));
 }
 
+TEST_F(StoreContract, ARecordDictKeepsEachRowsLeavesTogetherFromItsFirstLeaves) {
+  NewDict spec;
+  spec.name = "rec";
+  spec.batch_shape = {5};
+  spec.layout = DictLayout::kRecord;
+  spec.leaves = {{{"obs"}, DType::kFloat32, {3}}, {{"act"}, DType::kInt64, {}}};
+  auto made = store().CreateDict(spec);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->meta.layout, DictLayout::kRecord);
+  const Leaf* obs = made->Find({"obs"});
+  const Leaf* act = made->Find({"act"});
+  ASSERT_TRUE(obs != nullptr && act != nullptr);
+  // Each row's leaves side by side, in the order given: 12 + 8 bytes.
+  EXPECT_EQ(obs->record.in_record, (LeafRecord::InRecord{0, 20}));
+  EXPECT_EQ(act->record.in_record, (LeafRecord::InRecord{12, 20}));
+  EXPECT_EQ(obs->record.generation, act->record.generation);
+  EXPECT_EQ(made->StoredBytes(), 5 * 20);
+  const DictRef ref{"rec", made->meta.id};
+
+  // Rows of both leaves written and read by index.
+  const int64_t two[] = {7, -7};
+  std::vector<IndexedWriteValue> values{
+      {{"obs"}, DType::kFloat32, {2, 3}, F32Bytes({1, 2, 3, 4, 5, 6})},
+      {{"act"}, DType::kInt64, {2}, std::string(reinterpret_cast<const char*>(two), 16)}};
+  MemoryBudget::Lease lease = store().budget().Empty();
+  ASSERT_TRUE(store().WriteIndexed(ref, {plan::IndexTerm::Positions({4, 1})}, values, lease).ok());
+  EXPECT_EQ(ReadF32(ref, "obs"),
+            (std::vector<float>{0, 0, 0, 4, 5, 6, 0, 0, 0, 0, 0, 0, 1, 2, 3}));
+  auto rows = store().ReadIndexed(ref, {plan::IndexTerm::Int(4)}, {});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->leaves.size(), 2u);
+  for (const auto& leaf : rows->leaves) {
+    if (leaf.leaf.path == LeafPath{"act"}) {
+      int64_t v = 0;
+      ASSERT_EQ(leaf.bytes.size(), 8u);
+      std::memcpy(&v, leaf.bytes.data(), 8);
+      EXPECT_EQ(v, 7);
+    } else {
+      EXPECT_EQ(AsF32(leaf.bytes), (std::vector<float>{1, 2, 3}));
+    }
+  }
+
+  // Formed once: a leaf made later keeps rows of its own.
+  values = {{{"late"}, DType::kFloat32, {}, F32Bytes({9})}};
+  MemoryBudget::Lease lease2 = store().budget().Empty();
+  ASSERT_TRUE(store().WriteIndexed(ref, {plan::IndexTerm::Int(0)}, values, lease2).ok());
+  auto described = store().Describe(ref);
+  ASSERT_TRUE(described.ok());
+  ASSERT_NE(described->Find({"late"}), nullptr);
+  EXPECT_FALSE(described->Find({"late"})->record.InSharedRecord());
+  EXPECT_EQ(described->Find({"obs"})->record.in_record, (LeafRecord::InRecord{0, 20}));
+  EXPECT_EQ(ReadF32(ref, "late"), (std::vector<float>{9, 0, 0, 0, 0}));
+  EXPECT_EQ(described->StoredBytes(), 5 * 20 + 5 * 4);
+}
+
 // --- Leaves -------------------------------------------------------------------------
 
 TEST_F(StoreContract, DeleteAndRenameLeavesAllOrNothing) {

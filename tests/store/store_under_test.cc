@@ -9,6 +9,7 @@
 #include "server/redis_store/dict_store.h"
 #include "server/redis_store/redis_store.h"
 #include "server/redis_store/schema_watch.h"
+#include "server/store/memory_store.h"
 #include "tests/support/test_redis.h"
 
 namespace tdstore::store::testing {
@@ -66,9 +67,23 @@ class RedisStoreUnderTest final : public StoreUnderTest {
   std::unique_ptr<RedisStore> store_;
 };
 
+// A MemoryStore, in this process: no Redis at all.
+class MemoryStoreUnderTest final : public StoreUnderTest {
+ public:
+  explicit MemoryStoreUnderTest(StoreOptions options) : store_(std::move(options)) {}
+  Store& store() override { return store_; }
+  std::string backend() const override { return "memory"; }
+
+ private:
+  MemoryStore store_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StoreUnderTest>> MakeStoreUnderTest(StoreOptions options) {
+  if (tdstore::testing::TestBackendName() == "memory") {
+    return std::unique_ptr<StoreUnderTest>(new MemoryStoreUnderTest(std::move(options)));
+  }
   return RedisStoreUnderTest::Make(std::move(options));
 }
 

@@ -1,7 +1,8 @@
 // The store a contract test runs against, chosen by TDSTORE_TEST_BACKEND:
 // "standalone" or "cluster" (a RedisStore on a real redis-server or Redis
-// Cluster, tests/support/test_redis.h). Each test gets a fresh store: its
-// own namespace in the shared Redis.
+// Cluster, tests/support/test_redis.h), or "memory" (a MemoryStore in this
+// process, no Redis). Each test gets a fresh store: its own namespace in
+// the shared Redis, or a store of its own.
 //
 //   auto sut = MakeStoreUnderTest(options);
 //   Store& store = sut->store();

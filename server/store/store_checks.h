@@ -1,0 +1,60 @@
+// The checks and refusals every store makes, and words, the same way: a
+// client sees one message for one rule whatever store serves it.
+//
+// Pure: no I/O. Thread-safe.
+#ifndef TDSTORE_SERVER_STORE_STORE_CHECKS_H_
+#define TDSTORE_SERVER_STORE_STORE_CHECKS_H_
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/store/schema.h"
+#include "server/store/store_options.h"
+#include "server/store/store_values.h"
+
+namespace tdstore::store {
+
+// NOT_FOUND for a ref that names no dict (naming its id when it has one).
+absl::Status DictNotFound(const DictRef& ref);
+
+// FAILED_PRECONDITION for a change a locked dict refuses; `what` says which
+// ("add leaf 'obs'", "delete leaves").
+absl::Status LockedError(std::string_view dict, std::string_view what);
+
+// INVALID_ARGUMENT unless `name` is 1..kMaxAttrNameBytes bytes: the rule
+// for attribute and counter names; `kind` ("counter") names it.
+absl::Status CheckStateName(std::string_view kind, std::string_view name);
+
+// An attribute update's names and values within common/protocol_limits.h,
+// no name both set and removed (INVALID_ARGUMENT), and no more set than a
+// dict may hold (RESOURCE_EXHAUSTED). The count after it is the store's.
+absl::Status CheckAttrsUpdate(const AttrsUpdate& update);
+// RESOURCE_EXHAUSTED: the update would leave `count` attributes.
+absl::Status TooManyAttrs(std::string_view dict, int64_t count);
+// RESOURCE_EXHAUSTED: a new counter past the dict's `count`.
+absl::Status TooManyCounters(std::string_view dict, int64_t count, std::string_view name);
+// OUT_OF_RANGE: counter `name` + `delta` leaves int64.
+absl::Status CounterOverflow(std::string_view name, int64_t delta);
+// INVALID_ARGUMENT: a ring append of `rows` rows into a ring of `size`.
+absl::Status RingSizeError(std::string_view dict, int64_t size, int64_t rows);
+
+// Each fill names an existing tensor leaf of the dtype the caller believes,
+// by a well-formed element (store.h's FillLeaves).
+absl::Status CheckFills(const DictSchema& schema, const std::vector<Fill>& fills);
+
+// RESOURCE_EXHAUSTED naming --dict-quota-bytes if the dict would hold
+// `bytes_after` bytes.
+absl::Status CheckDictQuota(const StoreOptions& options, const DictMeta& meta,
+                            int64_t bytes_after);
+// RESOURCE_EXHAUSTED naming --namespace-quota-bytes: `what` needs `bytes`
+// with `used` stored.
+absl::Status NamespaceQuotaError(const StoreOptions& options, int64_t used, int64_t bytes,
+                                 std::string_view what);
+// RESOURCE_EXHAUSTED naming --max-dicts: the namespace holds `count`.
+absl::Status MaxDictsError(const StoreOptions& options, int64_t count);
+
+}  // namespace tdstore::store
+
+#endif  // TDSTORE_SERVER_STORE_STORE_CHECKS_H_
