@@ -1,7 +1,10 @@
 // The store's one front door: everything tdstored's service asks of its
-// storage, in terms of dicts, leaves and indices. The Redis store
-// (redis_store/redis_store.h), which tdstored runs on, implements it; the
-// service (service/tdstore_service.h) sees nothing else of storage.
+// storage, in terms of dicts, leaves and indices. Two stores implement it:
+// the Redis store (redis_store/redis_store.h), which tdstored runs on, and
+// the in-memory store (memory_store.h: tdstored --backend memory, and the
+// unit tests). One contract suite (tests/store/) holds both to what this
+// file says; the service (service/tdstore_service.h) sees nothing else of
+// storage.
 //
 // Dicts are named by DictRef (name, and the id the client opened): a ref
 // whose id no longer names a dict under that name is NOT_FOUND, so a held
