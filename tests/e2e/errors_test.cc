@@ -44,19 +44,6 @@ TEST(E2eErrors, UnknownDictOrLeafIsNotFound) {
   EXPECT_EQ(ErrorOf([&] { td.keys(); }).code(), StatusCode::kNotFound);
 }
 
-TEST(E2eErrors, CreatingAnExistingDictIsAlreadyExists) {
-  Client client(DaemonAddress());
-  const std::string name = UniqueDictName();
-  client.create(name, {3});
-  Error e = ErrorOf([&] { client.create(name, {3}); });
-  EXPECT_EQ(e.code(), StatusCode::kAlreadyExists) << e.what();
-  EXPECT_TRUE(Contains(e.message(), name)) << e.what();
-
-  const std::string other = UniqueDictName();
-  client.create(other, {1});
-  EXPECT_EQ(ErrorOf([&] { client.rename(other, name); }).code(), StatusCode::kAlreadyExists);
-}
-
 TEST(E2eErrors, LeadingDimsMustEqualTheBatchShape) {
   Client client(DaemonAddress());
   Dict td = client.create(UniqueDictName(), {4, 2});

@@ -45,11 +45,11 @@ class ServiceTest : public ::testing::Test {
     if (server_) server_->Shutdown();
   }
 
-  void Serve(ServiceOptions options) {
+  void Serve(ServiceOptions options, store::StoreOptions store_options = {}) {
     if (server_) server_->Shutdown();
     server_.reset();
     service_.reset();
-    auto sut = MakeStoreUnderTest();
+    auto sut = MakeStoreUnderTest(std::move(store_options));
     ASSERT_TRUE(sut.ok()) << sut.status();
     sut_ = *std::move(sut);
     service_ = std::make_unique<TdStoreService>(&sut_->store(), std::move(options));
@@ -93,6 +93,32 @@ class ServiceTest : public ::testing::Test {
     writer->Write(chunk);
     writer->WritesDone();
     return writer->Finish();
+  }
+
+  // ReadLeaves of `paths` (an index if given): the call's status.
+  grpc::Status ReadStatus(const std::string& dict, const std::vector<std::string>& paths,
+                          const v1::Index* index = nullptr) {
+    grpc::ClientContext ctx;
+    v1::ReadLeavesRequest req;
+    req.set_dict(dict);
+    for (const std::string& p : paths) req.add_paths()->add_components(p);
+    if (index != nullptr) *req.mutable_index() = *index;
+    auto reader = stub_->ReadLeaves(&ctx, req);
+    v1::ReadChunk chunk;
+    while (reader->Read(&chunk)) {
+    }
+    return reader->Finish();
+  }
+
+  // Whether the dict has a leaf at `leaf` now.
+  bool HasLeaf(const std::string& dict, const std::vector<std::string>& leaf) {
+    grpc::ClientContext ctx;
+    v1::ExistsRequest req;
+    req.set_dict(dict);
+    for (const std::string& c : leaf) req.mutable_path()->add_components(c);
+    v1::ExistsResponse resp;
+    EXPECT_TRUE(stub_->Exists(&ctx, req, &resp).ok());
+    return resp.kind() == v1::ExistsResponse::LEAF;
   }
 
   std::vector<float> Get(const v1::DictInfo& dict, const std::string& leaf) {
@@ -249,6 +275,112 @@ TEST_F(ServiceTest, LimitsAreCheckedBeforeTheStore) {
     v1::ListDictsResponse list;
     ASSERT_TRUE(stub_->ListDicts(&lctx, {}, &list).ok());
     EXPECT_EQ(list.names_size(), 0);
+  }
+}
+
+bool Names(const grpc::Status& s, const std::string& flag) {
+  return s.error_message().find(flag) != std::string::npos;
+}
+
+// Each limit of ServiceLimits, at the limit and one past it; a refused
+// call names its flag and writes nothing.
+TEST_F(ServiceTest, EveryCallLimitNamesItsFlagAndWritesNothing) {
+  ServiceOptions options;
+  options.limits.max_call_bytes = 1000;
+  options.limits.max_index_length = 100;
+  options.limits.max_leaves_per_call = 3;
+  options.limits.max_name_bytes = 16;
+  options.limits.max_path_bytes = 20;
+  store::StoreOptions store_options;
+  store_options.max_dicts = 2;
+  Serve(std::move(options), store_options);
+  const v1::DictInfo d = Create("d", {250});
+
+  {  // bytes per call: 250 float32 = 1000 bytes pass, 1004 do not
+    grpc::ClientContext ok;
+    v1::WriteLeavesResponse resp;
+    ASSERT_TRUE(Put(ok, d, "ok", {250}, std::vector<float>(250, 1.0f), &resp).ok());
+    grpc::ClientContext big;
+    grpc::Status s = Put(big, d, "big", {250, 2}, std::vector<float>(500, 1.0f), &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_TRUE(Names(s, "--max-call-bytes")) << s.error_message();
+    EXPECT_TRUE(NothingApplied(big));
+    EXPECT_FALSE(HasLeaf("d", {"big"}));
+    grpc::ClientContext ok2;
+    ASSERT_TRUE(Put(ok2, d, "ok2", {250}, std::vector<float>(250, 2.0f), &resp).ok());
+    // A read of two leaves that together pass it is refused whole.
+    s = ReadStatus("d", {"ok", "ok2"});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_TRUE(ReadStatus("d", {"ok"}).ok());
+  }
+  {  // index length: 100 positions pass, 101 do not
+    v1::Index index;
+    auto* positions = index.add_items()->mutable_positions();
+    for (int i = 0; i < 100; ++i) positions->add_values(i);
+    positions->add_shape(100);
+    EXPECT_TRUE(ReadStatus("d", {"ok"}, &index).ok());
+    positions->add_values(100);
+    positions->set_shape(0, 101);
+    grpc::Status s = ReadStatus("d", {"ok"}, &index);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_TRUE(Names(s, "--max-index-length")) << s.error_message();
+  }
+  {  // leaves per call: three pass, four do not
+    grpc::Status s = ReadStatus("d", {"ok", "ok2", "ok", "ok2"});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_TRUE(Names(s, "--max-leaves-per-call")) << s.error_message();
+    grpc::ClientContext ctx;
+    v1::DeleteLeavesRequest req;
+    req.set_dict("d");
+    for (const char* p : {"ok", "ok2", "a", "b"}) req.add_paths()->add_components(p);
+    v1::DeleteLeavesResponse resp;
+    s = stub_->DeleteLeaves(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_TRUE(NothingApplied(ctx));
+    EXPECT_TRUE(HasLeaf("d", {"ok"}));
+  }
+  {  // name and path bytes: 16 and 20 pass, 17 and 21 do not
+    grpc::ClientContext ctx;
+    v1::CreateDictRequest req;
+    req.set_name("seventeen-chars-x");
+    v1::DictInfo info;
+    grpc::Status s = stub_->CreateDict(&ctx, req, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_TRUE(Names(s, "--max-name-bytes")) << s.error_message();
+    s = ReadStatus("d", {"abcdefghijklmnopqrstu"});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_TRUE(Names(s, "--max-path-bytes")) << s.error_message();
+    grpc::ClientContext put;
+    v1::WriteLeavesResponse resp;
+    s = Put(put, d, "abcdefghijklmnopqrstu", {250}, std::vector<float>(250, 0.0f), &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    {
+      grpc::ClientContext dctx;
+      v1::DescribeDictRequest dreq;
+      dreq.set_name("d");
+      v1::DictInfo info;
+      ASSERT_TRUE(stub_->DescribeDict(&dctx, dreq, &info).ok());
+      EXPECT_EQ(info.leaves_size(), 2);  // ok, ok2
+    }
+    grpc::ClientContext put20;
+    EXPECT_TRUE(Put(put20, d, "abcdefghijklmnopqrst", {250}, std::vector<float>(250, 0.0f), &resp)
+                    .ok());
+  }
+  {  // dicts per namespace (the store's max_dicts): the second passes, the third does not
+    Create("e", {1});
+    grpc::ClientContext ctx;
+    v1::CreateDictRequest req;
+    req.set_name("f");
+    v1::DictInfo info;
+    grpc::Status s = stub_->CreateDict(&ctx, req, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_TRUE(Names(s, "--max-dicts")) << s.error_message();
+    EXPECT_TRUE(NothingApplied(ctx));
+    grpc::ClientContext lctx;
+    v1::ListDictsResponse list;
+    ASSERT_TRUE(stub_->ListDicts(&lctx, {}, &list).ok());
+    EXPECT_EQ(std::vector<std::string>(list.names().begin(), list.names().end()),
+              (std::vector<std::string>{"d", "e"}));
   }
 }
 
