@@ -471,6 +471,140 @@ TEST_F(ServiceTest, AppendRowsAcksEveryBatchWithItsOwnStatus) {
   EXPECT_EQ(Get(d, "x"), (std::vector<float>{9, 7, 8, 0}));
 }
 
+// The RPCs not covered above, each once: its request reaches the store
+// call it names, and the reply carries what the store returned.
+TEST_F(ServiceTest, EveryRemainingRpcTranslatesToItsStoreCall) {
+  const v1::DictInfo d = Create("d", {3});
+  {
+    grpc::ClientContext ctx;
+    v1::WriteLeavesResponse resp;
+    ASSERT_TRUE(Put(ctx, d, "x", {3}, {1, 2, 3}, &resp).ok());
+  }
+  auto path = [](std::initializer_list<const char*> parts) {
+    v1::Path p;
+    for (const char* c : parts) p.add_components(c);
+    return p;
+  };
+  {  // DescribeDict, by name and id
+    grpc::ClientContext ctx;
+    v1::DescribeDictRequest req;
+    req.set_name("d");
+    req.set_dict_id(d.id());
+    v1::DictInfo info;
+    ASSERT_TRUE(stub_->DescribeDict(&ctx, req, &info).ok());
+    EXPECT_EQ(info.id(), d.id());
+    EXPECT_EQ(info.leaves_size(), 1);
+  }
+  {  // RenameLeaves: x -> n.x
+    grpc::ClientContext ctx;
+    v1::RenameLeavesRequest req;
+    req.set_dict("d");
+    *req.mutable_from() = path({"x"});
+    *req.mutable_to() = path({"n", "x"});
+    v1::RenameLeavesResponse resp;
+    ASSERT_TRUE(stub_->RenameLeaves(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.moved_size(), 2);  // before, after
+    EXPECT_EQ(resp.moved(1).components_size(), 2);
+    EXPECT_GT(resp.version(), d.version());
+  }
+  {  // ListKeys under a prefix, and Exists
+    grpc::ClientContext ctx;
+    v1::ListKeysRequest req;
+    req.set_dict("d");
+    req.set_include_nested(true);
+    req.set_leaves_only(true);
+    v1::ListKeysResponse resp;
+    ASSERT_TRUE(stub_->ListKeys(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.keys_size(), 1);
+    EXPECT_EQ(resp.keys(0).components(1), "x");
+    grpc::ClientContext ectx;
+    v1::ExistsRequest ereq;
+    ereq.set_dict("d");
+    *ereq.mutable_path() = path({"n"});
+    v1::ExistsResponse eresp;
+    ASSERT_TRUE(stub_->Exists(&ectx, ereq, &eresp).ok());
+    EXPECT_EQ(eresp.kind(), v1::ExistsResponse::NODE);
+  }
+  {  // FillLeaves: every element of n.x set to 5
+    grpc::ClientContext ctx;
+    v1::FillLeavesRequest req;
+    req.set_dict("d");
+    v1::FillLeavesRequest::Fill* f = req.add_leaves();
+    *f->mutable_path() = path({"n", "x"});
+    f->set_dtype(v1::FLOAT32);
+    const float five = 5;
+    f->set_element(std::string(reinterpret_cast<const char*>(&five), 4));
+    v1::FillLeavesResponse resp;
+    ASSERT_TRUE(stub_->FillLeaves(&ctx, req, &resp).ok());
+    EXPECT_GT(resp.version(), 0);
+  }
+  const v1::DictInfo e = Create("e", {3});
+  {  // CopyLeaves into another dict
+    grpc::ClientContext ctx;
+    v1::CopyLeavesRequest req;
+    req.set_dict("d");
+    *req.mutable_from() = path({"n", "x"});
+    req.set_to_dict("e");
+    *req.mutable_to() = path({"y"});
+    v1::WriteLeavesResponse resp;
+    ASSERT_TRUE(stub_->CopyLeaves(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.written_size(), 1);
+    EXPECT_EQ(Get(e, "y"), (std::vector<float>{5, 5, 5}));
+  }
+  {  // ResizeDict and UpdateAttrs return the schema afterwards
+    grpc::ClientContext ctx;
+    v1::ResizeDictRequest req;
+    req.set_dict("e");
+    req.set_rows(4);
+    v1::DictInfo info;
+    ASSERT_TRUE(stub_->ResizeDict(&ctx, req, &info).ok());
+    EXPECT_EQ(info.batch_shape(0), 4);
+    EXPECT_EQ(Get(e, "y"), (std::vector<float>{5, 5, 5, 0}));
+    grpc::ClientContext actx;
+    v1::UpdateAttrsRequest areq;
+    areq.set_dict("e");
+    (*areq.mutable_set())["k"] = "v";
+    ASSERT_TRUE(stub_->UpdateAttrs(&actx, areq, &info).ok());
+    EXPECT_EQ(info.attrs().at("k"), "v");
+  }
+  {  // WatchSchema: the schema now, then gone once deleted
+    grpc::ClientContext ctx;
+    v1::WatchSchemaRequest req;
+    req.set_dict("e");
+    req.set_dict_id(e.id());
+    auto reader = stub_->WatchSchema(&ctx, req);
+    v1::SchemaEvent event;
+    ASSERT_TRUE(reader->Read(&event));
+    EXPECT_FALSE(event.gone());
+    EXPECT_EQ(event.info().id(), e.id());
+    grpc::ClientContext dctx;
+    v1::DeleteDictRequest dreq;
+    dreq.set_name("e");
+    v1::DeleteDictResponse dresp;
+    ASSERT_TRUE(stub_->DeleteDict(&dctx, dreq, &dresp).ok());
+    bool gone = false;
+    while (!gone && reader->Read(&event)) gone = event.gone();
+    EXPECT_TRUE(gone);
+    ctx.TryCancel();
+    reader->Finish();
+  }
+  {  // RenameDict
+    grpc::ClientContext ctx;
+    v1::RenameDictRequest req;
+    req.set_name("d");
+    req.set_new_name("renamed");
+    v1::DictInfo info;
+    ASSERT_TRUE(stub_->RenameDict(&ctx, req, &info).ok());
+    EXPECT_EQ(info.name(), "renamed");
+    EXPECT_EQ(info.id(), d.id());
+    grpc::ClientContext lctx;
+    v1::ListDictsResponse list;
+    ASSERT_TRUE(stub_->ListDicts(&lctx, {}, &list).ok());
+    EXPECT_EQ(std::vector<std::string>(list.names().begin(), list.names().end()),
+              (std::vector<std::string>{"renamed"}));
+  }
+}
+
 TEST_F(ServiceTest, DrainingRefusesNewCallsAsRetryable) {
   service_->StartDraining();
   grpc::ClientContext ctx;
