@@ -228,7 +228,7 @@ int Run(int argc, char** argv) {
     dicts = std::make_unique<store::DictStore>(redis_client.get(), config->store);
     sweeper = std::make_unique<store::Sweeper>(dicts.get(), metrics_owner.get());
     sweeper->Start(config->sweep_interval);
-    // Subscribes to schema changes, for WatchSchema (store/schema_watch.h).
+    // Subscribes to schema changes, for WatchSchema (redis_store/schema_watch.h).
     schema_watch = std::make_unique<store::SchemaWatch>(dicts.get(), config->schema_event_delay);
     schema_watch->Start();
     store_owner = std::make_unique<store::RedisStore>(dicts.get(), schema_watch.get());

@@ -1,4 +1,4 @@
--- A ring append's reservation (server/store/ring_append.h): reads the
+-- A ring append's reservation (server/redis_store/ring_append.h): reads the
 -- ring's size and reserves rows from its cursor in one atomic step, so the
 -- rows are placed by the size they were reserved at.
 -- KEYS[1] meta, KEYS[2] counters (same slot: {dict_id}).

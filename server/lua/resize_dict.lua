@@ -1,4 +1,4 @@
--- Changes batch dim 0 of a dict, in steps (server/store/dict_resize.h).
+-- Changes batch dim 0 of a dict, in steps (server/redis_store/dict_resize.h).
 -- KEYS[1] meta, KEYS[2] leaves (same slot: {dict_id}).
 -- ARGV[1] 'prepare', 'commit' or 'release'; ARGV[2] the dict's name;
 -- ARGV[3] the schema version the caller planned against; ARGV[4] batch

@@ -1,4 +1,4 @@
--- Gives block parts an exact length, for a resize (server/store/dict_resize.h).
+-- Gives block parts an exact length, for a resize (server/redis_store/dict_resize.h).
 -- KEYS: part keys, all in one block's slot {id.b}.
 -- ARGV: pairs (keep, length), one per key: the key's first `keep` bytes
 -- are the leaf's and stay; it ends up `length` bytes long, any bytes past

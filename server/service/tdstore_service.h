@@ -104,10 +104,10 @@ class TdStoreService final
   grpc::Status FillLeaves(grpc::ServerContext* ctx, const v1::FillLeavesRequest* req,
                           v1::FillLeavesResponse* resp) override;
 
-  // Batch dim 0 (store/dict_resize.h).
+  // Batch dim 0 (store/store.h, Store::Resize).
   grpc::Status ResizeDict(grpc::ServerContext* ctx, const v1::ResizeDictRequest* req,
                           v1::DictInfo* resp) override;
-  // The dict's lock, attributes and counters (store/dict_state.h).
+  // The dict's lock, attributes and counters (store/store.h).
   grpc::Status SetLocked(grpc::ServerContext* ctx, const v1::SetLockedRequest* req,
                          v1::DictInfo* resp) override;
   grpc::Status UpdateAttrs(grpc::ServerContext* ctx, const v1::UpdateAttrsRequest* req,
