@@ -6,7 +6,10 @@
 // marker, the schema-version trailer, draining and access.
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
+#include <functional>
 #include <map>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -382,6 +385,80 @@ TEST_F(ServiceTest, EveryCallLimitNamesItsFlagAndWritesNothing) {
     EXPECT_EQ(std::vector<std::string>(list.names().begin(), list.names().end()),
               (std::vector<std::string>{"d", "e"}));
   }
+}
+
+// Waits for `done` with a deadline (a documented guarantee that holds
+// soon, never a fixed sleep).
+bool WaitedFor(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// A WriteLeaves stream that sends half a leaf and then nothing: a client
+// that hangs mid-write.
+struct StalledWrite {
+  grpc::ClientContext ctx;
+  v1::WriteLeavesResponse resp;
+  std::unique_ptr<grpc::ClientWriter<v1::WriteChunk>> writer;
+
+  explicit StalledWrite(v1::TdStore::Stub& stub) {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    writer = stub.WriteLeaves(&ctx, &resp);
+    v1::WriteChunk chunk;
+    chunk.mutable_begin()->set_dict("d");
+    writer->Write(chunk);
+    chunk.Clear();
+    v1::LeafHeader* h = chunk.mutable_header();
+    h->mutable_path()->add_components("x");
+    h->set_dtype(v1::FLOAT32);
+    h->add_shape(4);
+    h->set_byte_size(16);
+    writer->Write(chunk);
+    chunk.Clear();
+    chunk.set_data(std::string(8, 'a'));
+    writer->Write(chunk);
+  }
+};
+
+// A stream past --max-concurrent-streams is refused at once, naming the
+// flag; a slot serves again once its stream has ended.
+TEST_F(ServiceTest, StreamSlotsAreBounded) {
+  ServiceOptions options;
+  options.limits.max_concurrent_streams = 1;
+  options.limits.idle_stream_timeout = std::chrono::minutes(5);  // never, here
+  Serve(std::move(options));
+  Create("d", {4});
+  StalledWrite stalled(*stub_);
+  // The stalled stream holds the one slot once the service has admitted
+  // it, which the client cannot see: wait until a read stream is refused.
+  grpc::Status refused;
+  ASSERT_TRUE(WaitedFor([&] {
+    refused = ReadStatus("d", {});
+    return refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  })) << "the stalled stream never held the slot";
+  EXPECT_TRUE(Names(refused, "--max-concurrent-streams")) << refused.error_message();
+  stalled.ctx.TryCancel();
+  stalled.writer->Finish();
+  // Its slot is free once its handler has rolled the write back.
+  EXPECT_TRUE(WaitedFor([&] { return ReadStatus("d", {}).ok(); }))
+      << "the cancelled stream's slot was never freed";
+  EXPECT_FALSE(HasLeaf("d", {"x"}));
+}
+
+// A stream idle past --idle-stream-timeout-ms is cancelled and rolled back.
+TEST_F(ServiceTest, IdleStreamsAreCancelledAndRolledBack) {
+  ServiceOptions options;
+  options.limits.idle_stream_timeout = std::chrono::milliseconds(200);
+  Serve(std::move(options));
+  Create("d", {4});
+  StalledWrite stalled(*stub_);
+  grpc::Status s = stalled.writer->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED) << s.error_message();
+  EXPECT_FALSE(HasLeaf("d", {"x"}));
 }
 
 TEST_F(ServiceTest, StatusCodesMapOneToOne) {
