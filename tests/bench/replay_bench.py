@@ -5,6 +5,7 @@ and (with --cluster) on a Redis Cluster.
 
     build/venv/bin/python tests/bench/replay_bench.py                   # PR #3516's setup
     build/venv/bin/python tests/bench/replay_bench.py --scenario large  # 1,000,000 rows
+    build/venv/bin/python tests/bench/replay_bench.py --scenario torchrl  # torchrl's own
     ... --cluster --iters 200 --markdown out.md
 
 The script starts its own redis-server and tdstored (TCP and a unix socket,
@@ -18,7 +19,12 @@ Scenarios (issue #16 item 4):
          them), 5,000 rows filled in extends of 500, batch 256;
   large  a buffer of 1,000,000 rows of obs [84], action [6], reward, done,
          filled to the brim in extends of 500 (the seed's fill takes most
-         of the run), batch 256.
+         of the run), batch 256;
+  torchrl  torchrl's own benchmark of its store storage, as it is (issue
+         #33): a buffer of 10,000 rows of obs [64], action [4], reward [1],
+         5,000 filled in extends of 500, batch 256, RandomSampler and
+         RoundRobinWriter; each storage also with prefetch=4, and
+         TdStoreStorage also with TdStoreWriter.
 
 "fill" is the time to create the buffer and extend it, "sample" one
 ``rb.sample()``. Every sampling round visits each storage in turn, so all
@@ -53,32 +59,57 @@ import seed_bench  # noqa: E402  (the cluster)
 from tdstore.torchrl import TdStoreStorage, TdStoreWriter  # noqa: E402
 
 SCENARIOS = {
-    "small": {"size": 10_000, "obs": 64, "fill": 5_000},
-    "large": {"size": 1_000_000, "obs": 84, "fill": 1_000_000},
+    "small": {"size": 10_000, "obs": 64, "fill": 5_000, "action": 6, "reward": (), "done": True},
+    "large": {"size": 1_000_000, "obs": 84, "fill": 1_000_000, "action": 6, "reward": (),
+              "done": True},
+    "torchrl": {"size": 10_000, "obs": 64, "fill": 5_000, "action": 4, "reward": (1,),
+                "done": False},
 }
 BATCH = 256
 
 
-def rows(n: int, obs: int) -> TensorDict:
-    return TensorDict({"obs": torch.rand(n, obs), "action": torch.rand(n, 6),
-                       "reward": torch.rand(n), "done": torch.zeros(n, dtype=torch.bool)}, [n])
+def rows(n: int, sc: dict) -> TensorDict:
+    data = {"obs": torch.rand(n, sc["obs"]), "action": torch.rand(n, sc["action"]),
+            "reward": torch.rand(n, *sc["reward"])}
+    if sc["done"]:
+        data["done"] = torch.zeros(n, dtype=torch.bool)
+    return TensorDict(data, [n])
 
 
-def storages(size: int, env, cluster_env) -> dict:
+def storages(size: int, env, cluster_env, scenario: str) -> dict:
     """name -> a function making an empty ReplayBuffer of that storage."""
-    from torchrl.data.replay_buffers import StoreStorage
+    from torchrl.data.replay_buffers import RandomSampler, RoundRobinWriter, StoreStorage
 
-    def tdstore(addr, layout="record", **kw):
+    def tdstore(addr, layout="record", writer=TdStoreWriter, **kw):
         return lambda: ReplayBuffer(storage=TdStoreStorage(size, addr=addr, layout=layout),
-                                    writer=TdStoreWriter(), batch_size=BATCH, **kw)
+                                    writer=writer(), batch_size=BATCH, **kw)
 
+    seed = lambda: ReplayBuffer(  # noqa: E731
+        storage=StoreStorage(size, host="127.0.0.1", port=env.redis_port,
+                             prefix=f"bench-rb-{uuid.uuid4().hex}"),
+        batch_size=BATCH)
+    if scenario == "torchrl":
+        # torchrl's setup, named in full: its sampler and writer on every storage.
+        def lazy(**kw):
+            return lambda: ReplayBuffer(storage=LazyTensorStorage(size), sampler=RandomSampler(),
+                                        writer=RoundRobinWriter(), batch_size=BATCH, **kw)
+        return {
+            "LazyTensorStorage": lazy(),
+            "StoreStorage (seed)": seed,
+            "TdStoreStorage TCP, RoundRobinWriter": tdstore(env.tcp_addr, writer=RoundRobinWriter,
+                                                            sampler=RandomSampler()),
+            "TdStoreStorage TCP, TdStoreWriter": tdstore(env.tcp_addr, sampler=RandomSampler()),
+            "TdStoreStorage unix, RoundRobinWriter": tdstore(env.unix_addr,
+                                                             writer=RoundRobinWriter,
+                                                             sampler=RandomSampler()),
+            "LazyTensorStorage, prefetch=4": lazy(prefetch=4),
+            "TdStoreStorage TCP, RoundRobinWriter, prefetch=4": tdstore(
+                env.tcp_addr, writer=RoundRobinWriter, sampler=RandomSampler(), prefetch=4),
+        }
     out = {
         "LazyTensorStorage": lambda: ReplayBuffer(storage=LazyTensorStorage(size),
                                                   batch_size=BATCH),
-        "StoreStorage (seed)": lambda: ReplayBuffer(
-            storage=StoreStorage(size, host="127.0.0.1", port=env.redis_port,
-                                 prefix=f"bench-rb-{uuid.uuid4().hex}"),
-            batch_size=BATCH),
+        "StoreStorage (seed)": seed,
         "TdStoreStorage TCP": tdstore(env.tcp_addr),
         "TdStoreStorage unix": tdstore(env.unix_addr),
         "TdStoreStorage TCP, layout leaves": tdstore(env.tcp_addr, layout="leaves"),
@@ -141,8 +172,8 @@ def main() -> None:
             cargs.cluster = True
             cluster_env = seed_bench.ClusterEnv(cargs)
             cluster_env.start()
-        makers = storages(sc["size"], env, cluster_env)
-        data = rows(sc["fill"], sc["obs"])
+        makers = storages(sc["size"], env, cluster_env, args.scenario)
+        data = rows(sc["fill"], sc)
         fill_s = {name: [] for name in makers}
         for k in range(fills):
             for name, make in makers.items():
@@ -153,16 +184,18 @@ def main() -> None:
                     kept[name] = rb
                 else:
                     drop(rb)
-        sample_s = {name: [] for name in makers if "prefetch" not in name}
+        # The trainer-wait measure below takes "prefetch 3"; torchrl's own
+        # "prefetch=4" rows are sampled like the others.
+        sample_s = {name: [] for name in makers if "prefetch 3" not in name}
         for _ in range(args.iters):
             for name in sample_s:
                 start = time.perf_counter()
                 batch = kept[name].sample()
                 sample_s[name].append(time.perf_counter() - start)
                 assert batch.batch_size == torch.Size([BATCH])
-        prefetched = kept["TdStoreStorage TCP, prefetch 3"]
+        prefetched = kept.get("TdStoreStorage TCP, prefetch 3")
         waits = []
-        for _ in range(args.iters):
+        for _ in range(args.iters if prefetched is not None else 0):
             start = time.perf_counter()
             batch = prefetched.sample()
             waits.append(time.perf_counter() - start)
@@ -179,8 +212,8 @@ def main() -> None:
     base_sample = statistics.median(sample_s["LazyTensorStorage"])
     seed_fill = statistics.median(fill_s["StoreStorage (seed)"])
     seed_sample = statistics.median(sample_s["StoreStorage (seed)"])
-    title = (f"{args.scenario}: buffer {sc['size']:,}, obs [{sc['obs']}] + action [6], reward, "
-             f"done; fill {sc['fill']:,} rows in extends of {args.chunk} (median of {fills}); "
+    title = (f"{args.scenario}: buffer {sc['size']:,}, obs [{sc['obs']}] + action "
+             f"[{sc['action']}], reward {list(sc['reward'])}{', done' if sc['done'] else ''}; fill {sc['fill']:,} rows in extends of {args.chunk} (median of {fills}); "
              f"sample {BATCH} (median of {args.iters}); load {pb.loadavg()}")
     lines = [title, "",
              "| storage | fill ms | × in-memory | seed ÷ this | sample ms | × in-memory "
@@ -189,10 +222,12 @@ def main() -> None:
         f, s = statistics.median(fill_s[name]), statistics.median(sample_s[name])
         lines.append(f"| {name} | {f * 1e3:.2f} | {f / base_fill:.1f} | {seed_fill / f:.1f} "
                      f"| {s * 1e3:.3f} | {s / base_sample:.1f} | {seed_sample / s:.1f} |")
-    lines += ["", f"TdStoreStorage TCP with prefetch=3 and a {args.compute_ms:g} ms training step "
-              f"after each sample: the trainer waits p50 {quantile(waits, 0.5) * 1e3:.3f} ms, "
-              f"p99 {quantile(waits, 0.99) * 1e3:.3f} ms, worst {max(waits) * 1e3:.3f} ms "
-              f"(in-memory sample p50: {base_sample * 1e3:.3f} ms)."]
+    if waits:
+        lines += ["", f"TdStoreStorage TCP with prefetch=3 and a {args.compute_ms:g} ms training "
+                  f"step after each sample: the trainer waits p50 "
+                  f"{quantile(waits, 0.5) * 1e3:.3f} ms, p99 {quantile(waits, 0.99) * 1e3:.3f} ms, "
+                  f"worst {max(waits) * 1e3:.3f} ms (in-memory sample p50: "
+                  f"{base_sample * 1e3:.3f} ms)."]
     print("\n".join(lines))
     if args.markdown:
         with open(args.markdown, "a") as f:
