@@ -187,8 +187,21 @@ def main() -> None:
         # The trainer-wait measure below takes "prefetch 3"; torchrl's own
         # "prefetch=4" rows are sampled like the others.
         sample_s = {name: [] for name in makers if "prefetch 3" not in name}
+        # Storages without prefetch take turns, so all see the same noise.
+        # A prefetching buffer is sampled back to back, as torchrl's
+        # benchmark does: taking turns would give its threads the other
+        # storages' time to refill and measure only the hand-over.
+        alone = [name for name in sample_s if "prefetch=" in name]
         for _ in range(args.iters):
             for name in sample_s:
+                if name in alone:
+                    continue
+                start = time.perf_counter()
+                batch = kept[name].sample()
+                sample_s[name].append(time.perf_counter() - start)
+                assert batch.batch_size == torch.Size([BATCH])
+        for name in alone:
+            for _ in range(args.iters):
                 start = time.perf_counter()
                 batch = kept[name].sample()
                 sample_s[name].append(time.perf_counter() - start)
