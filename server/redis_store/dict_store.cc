@@ -92,20 +92,9 @@ absl::StatusOr<DictSchema> DictStore::CreateDict(std::string_view name, const Sh
                                                  int64_t rows_per_block, int64_t part_bytes,
                                                  int64_t schema_bytes, bool publish,
                                                  DictLayout layout) {
-  if (auto s = CheckName(name); !s.ok()) return s;
-  if (auto s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
-  if (layout == DictLayout::kRecord && batch_shape.empty()) {
-    return absl::InvalidArgumentError(
-        "a record dict keeps rows of batch dim 0 together: it needs batch dims");
-  }
-  if (rows_per_block < 0 || part_bytes < 0) {
-    return absl::InvalidArgumentError("rows_per_block and part_bytes must be >= 0");
-  }
-  if (rows_per_block == 0) rows_per_block = options_.default_rows_per_block;
-  if (part_bytes == 0) part_bytes = options_.default_part_bytes;
-  // Redis strings stop at 512 MB; keep parts well below.
-  if (part_bytes > (256ll << 20)) {
-    return absl::InvalidArgumentError("part_bytes must be at most 256 MiB");
+  if (auto s = CheckNewDict(options_, name, batch_shape, layout, &rows_per_block, &part_bytes);
+      !s.ok()) {
+    return s;
   }
 
   // Quotas before anything is written: a schema that cannot fit must not

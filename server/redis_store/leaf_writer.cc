@@ -1,6 +1,7 @@
 #include "server/redis_store/leaf_writer.h"
 
 #include "server/store/record_layout.h"
+#include "server/store/store_checks.h"
 
 #include <algorithm>
 #include <chrono>
@@ -124,16 +125,10 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
   if (auto s = CheckNesting(schema_, path); !s.ok()) return Fail(s);
   if (auto s = CheckOneValueTotal(path, leaf); !s.ok()) return Fail(s);
   const Leaf* replaced = schema_.Find(path);
-  // Replacing a leaf of the record, by whatever leaf, would retire the
-  // generation every other leaf of the record still reads; and its rows
-  // are strided through every block, so a whole leaf would be a write per
-  // row. Its rows are written by indexed writes instead. A leaf outside
-  // the record (made after it formed) is a leaf like any other.
-  if (replaced != nullptr && replaced->record.InSharedRecord()) {
-    return Fail(absl::FailedPreconditionError(StrCat(
-        "dict '", schema_.meta.name, "' keeps each row's leaves in one record (layout record): ",
-        "leaf ", Display(path), " is in it and is written by rows (td[:] = value), not whole")));
-  }
+  // A leaf outside the record (made after it formed) is a leaf like any
+  // other; one in it is written by rows, its rows strided through every
+  // block (store_checks.h).
+  if (auto s = CheckNotRecordLeaf(schema_, path, replaced); !s.ok()) return Fail(s);
   if (schema_.meta.locked &&
       (refuse_if_locked_ || replaced == nullptr || replaced->record.dtype != dtype ||
        replaced->record.shape != shape || replaced->record.kind != leaf.kind ||

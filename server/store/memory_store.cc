@@ -103,13 +103,7 @@ class MemoryStore::Write final : public LeafWrite {
     written.push_back({path, record});
     if (auto s = CheckOneValues(schema_, written, path); !s.ok()) return Fail(s);
     const Leaf* replaced = schema_.Find(path);
-    // A leaf of a record is written by rows: replacing it whole would
-    // retire the generation every other leaf of the record reads.
-    if (replaced != nullptr && replaced->record.InSharedRecord()) {
-      return Fail(absl::FailedPreconditionError(StrCat(
-          "dict '", schema_.meta.name, "' keeps each row's leaves in one record (layout record): ",
-          "leaf ", Display(path), " is in it and is written by rows (td[:] = value), not whole")));
-    }
+    if (auto s = CheckNotRecordLeaf(schema_, path, replaced); !s.ok()) return Fail(s);
     if (schema_.meta.locked &&
         (refuse_if_locked_ || replaced == nullptr || !SameSchema(replaced->record, leaf))) {
       return Fail(LockedError(
@@ -439,20 +433,10 @@ absl::StatusOr<DictSchema> MemoryStore::CreateDict(const NewDict& spec) {
       part_bytes = src.meta.part_bytes;
     }
   }
-  // The dict itself, checked as DictStore::CreateDict checks it.
-  if (auto s = ValidateDictName(spec.name); !s.ok()) return s;
-  if (auto s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
-  if (spec.layout == DictLayout::kRecord && batch_shape.empty()) {
-    return absl::InvalidArgumentError(
-        "a record dict keeps rows of batch dim 0 together: it needs batch dims");
-  }
-  if (rows_per_block < 0 || part_bytes < 0) {
-    return absl::InvalidArgumentError("rows_per_block and part_bytes must be >= 0");
-  }
-  if (rows_per_block == 0) rows_per_block = options_.default_rows_per_block;
-  if (part_bytes == 0) part_bytes = options_.default_part_bytes;
-  if (part_bytes > (256ll << 20)) {
-    return absl::InvalidArgumentError("part_bytes must be at most 256 MiB");
+  if (auto s = CheckNewDict(options_, spec.name, batch_shape, spec.layout, &rows_per_block,
+                           &part_bytes);
+      !s.ok()) {
+    return s;
   }
   Dict dict;
   DictMeta& meta = dict.schema.meta;

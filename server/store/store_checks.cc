@@ -138,4 +138,34 @@ absl::Status MaxDictsError(const StoreOptions& options, int64_t count) {
                                              ")"));
 }
 
+absl::Status CheckNewDict(const StoreOptions& options, std::string_view name,
+                          const Shape& batch_shape, DictLayout layout, int64_t* rows_per_block,
+                          int64_t* part_bytes) {
+  if (auto s = ValidateDictName(name); !s.ok()) return s;
+  if (auto s = ValidateShape(batch_shape, "batch shape"); !s.ok()) return s;
+  if (layout == DictLayout::kRecord && batch_shape.empty()) {
+    return absl::InvalidArgumentError(
+        "a record dict keeps rows of batch dim 0 together: it needs batch dims");
+  }
+  if (*rows_per_block < 0 || *part_bytes < 0) {
+    return absl::InvalidArgumentError("rows_per_block and part_bytes must be >= 0");
+  }
+  if (*rows_per_block == 0) *rows_per_block = options.default_rows_per_block;
+  if (*part_bytes == 0) *part_bytes = options.default_part_bytes;
+  // Redis strings stop at 512 MB; parts stay well below, in every store,
+  // so that a dict's layout never depends on where it is kept.
+  if (*part_bytes > (256ll << 20)) {
+    return absl::InvalidArgumentError("part_bytes must be at most 256 MiB");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNotRecordLeaf(const DictSchema& schema, const LeafPath& path,
+                                const Leaf* replaced) {
+  if (replaced == nullptr || !replaced->record.InSharedRecord()) return absl::OkStatus();
+  return absl::FailedPreconditionError(StrCat(
+      "dict '", schema.meta.name, "' keeps each row's leaves in one record (layout record): ",
+      "leaf '", PathToDisplay(path), "' is in it and is written by rows (td[:] = value), not whole"));
+}
+
 }  // namespace tdstore::store

@@ -16,6 +16,20 @@
 
 namespace tdstore::store {
 
+// A new dict's name, batch shape, layout and block layout: INVALID_ARGUMENT
+// for any that is wrong. Sets a rows_per_block or part_bytes of 0 to the
+// options' default.
+absl::Status CheckNewDict(const StoreOptions& options, std::string_view name,
+                          const Shape& batch_shape, DictLayout layout, int64_t* rows_per_block,
+                          int64_t* part_bytes);
+
+// FAILED_PRECONDITION if `replaced` (the leaf at `path` now, or null) is a
+// leaf of its dict's shared record: a record leaf is written by rows, never
+// whole, for replacing it would retire the generation every other leaf of
+// the record still reads.
+absl::Status CheckNotRecordLeaf(const DictSchema& schema, const LeafPath& path,
+                                const Leaf* replaced);
+
 // NOT_FOUND for a ref that names no dict (naming its id when it has one).
 absl::Status DictNotFound(const DictRef& ref);
 
