@@ -142,6 +142,8 @@ std::string PathToDisplay(const LeafPath& path) {
   return out;
 }
 
+std::string QuotedPath(const LeafPath& path) { return "'" + PathToDisplay(path) + "'"; }
+
 bool IsPathPrefix(const LeafPath& prefix, const LeafPath& path) {
   if (prefix.size() > path.size()) return false;
   for (size_t i = 0; i < prefix.size(); ++i) {

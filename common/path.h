@@ -41,6 +41,8 @@ absl::StatusOr<LeafPath> DecodePath(std::string_view encoded);
 
 // For display only (CLI, error messages): "next/obs". Not reversible.
 std::string PathToDisplay(const LeafPath& path);
+// The same in single quotes, as error messages name a leaf: "'next/obs'".
+std::string QuotedPath(const LeafPath& path);
 
 // True if `prefix` equals `path` or is a component-wise prefix of it.
 bool IsPathPrefix(const LeafPath& prefix, const LeafPath& path);

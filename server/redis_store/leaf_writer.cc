@@ -23,7 +23,6 @@ int64_t NowMs() {
       .count();
 }
 
-std::string Display(const LeafPath& path) { return StrCat("'", PathToDisplay(path), "'"); }
 
 }  // namespace
 
@@ -80,7 +79,7 @@ absl::Status WriteTxn::CheckOneValueTotal(const LeafPath& path, const LeafRecord
   for (const PendingLeaf& other : leaves_) total += one_value_bytes(other.leaf.record);
   if (total > kMaxOneValueBytesPerDict) {
     return absl::InvalidArgumentError(StrCat(
-        "leaf ", Display(path), ": the dict's one values would add up to ", total,
+        "leaf ", QuotedPath(path), ": the dict's one values would add up to ", total,
         " bytes, over the limit of ", kMaxOneValueBytesPerDict, " bytes per dict"));
   }
   return absl::OkStatus();
@@ -92,7 +91,7 @@ absl::Status WriteTxn::CheckReadyForLeaf() {
     const PendingLeaf& prev = leaves_.back();
     if (prev.written != prev.layout.total_bytes()) {
       return Fail(absl::InvalidArgumentError(
-          StrCat("leaf ", Display(prev.leaf.path), ": header announced ",
+          StrCat("leaf ", QuotedPath(prev.leaf.path), ": header announced ",
                        prev.layout.total_bytes(), " bytes but ", prev.written, " arrived")));
     }
   }
@@ -106,12 +105,8 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
   if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
 
   // --- Validate the header against the dict before touching Redis. --------
-  auto expected = CheckNewLeaf(schema_.meta.batch_shape, path, leaf);
-  if (!expected.ok()) return Fail(expected.status());
-  if (byte_size != *expected) {
-    return Fail(absl::InvalidArgumentError(StrCat(
-        "leaf ", Display(path), ": byte count ", byte_size, " does not match shape ",
-        ShapeToString(shape), " of ", DTypeName(dtype), " (", *expected, " bytes)")));
+  if (auto s = CheckLeafHeader(schema_.meta.batch_shape, path, leaf, byte_size); !s.ok()) {
+    return Fail(s);
   }
   for (const PendingLeaf& other : leaves_) {
     // A record (BeginRecord) is its leaves; its own bytes have no path.
@@ -139,7 +134,7 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
         StrCat(replaced == nullptr           ? "add leaf "
                : refuse_if_locked_           ? "replace leaf "
                                              : "reshape leaf ",
-               Display(path),
+               QuotedPath(path),
                replaced != nullptr && refuse_if_locked_ ? " (set it in place instead)" : "")));
   }
   LeafRecord record = leaf;
@@ -195,7 +190,7 @@ absl::Status WriteTxn::Reserve(const LeafPath& path, LeafRecord record, int64_t 
   const int64_t after = bytes_after_commit_ + byte_size - replaced_bytes;
   if (auto s = store_->CheckDictQuota(schema_.meta, after); !s.ok()) return Fail(s);
   if (auto s = store_->ReserveBytes(
-          byte_size, StrCat(fields.empty() ? StrCat("leaf ", Display(path), " of") : "the record of",
+          byte_size, StrCat(fields.empty() ? StrCat("leaf ", QuotedPath(path), " of") : "the record of",
                             " dict '", schema_.meta.name, "'"));
       !s.ok()) {
     return Fail(s);
@@ -232,7 +227,7 @@ absl::Status WriteTxn::Append(std::string_view data) {
   const int64_t size = static_cast<int64_t>(data.size());
   if (cur.written + size > cur.layout.total_bytes()) {
     return Fail(absl::InvalidArgumentError(
-        StrCat("leaf ", Display(cur.leaf.path), ": more data than the ",
+        StrCat("leaf ", QuotedPath(cur.leaf.path), ": more data than the ",
                      cur.layout.total_bytes(), " bytes its header announced")));
   }
   if (size == 0) return absl::OkStatus();
@@ -367,7 +362,7 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
   const PendingLeaf& last = leaves_.back();
   if (last.written != last.layout.total_bytes()) {
     return Fail(absl::InvalidArgumentError(
-        StrCat("leaf ", Display(last.leaf.path), ": header announced ",
+        StrCat("leaf ", QuotedPath(last.leaf.path), ": header announced ",
                      last.layout.total_bytes(), " bytes but ", last.written, " arrived")));
   }
   if (auto s = DrainReplies(0); !s.ok()) return Fail(s);
@@ -433,7 +428,7 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
     auto path = DecodePath(ErrorDetail(*reply));
     return Fail(LockedError(schema_.meta.name,
                             StrCat(refuse_if_locked_ ? "replace leaf " : "add or reshape leaf ",
-                                   path.ok() ? Display(*path) : "?")));
+                                   path.ok() ? QuotedPath(*path) : "?")));
   }
   if (tag == "TDBATCH") {
     // Stale, so that an indexed write's leaf creation plans again.
@@ -446,8 +441,8 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
     auto a = DecodePath(detail.substr(0, nl));
     auto b = DecodePath(nl == std::string_view::npos ? "" : detail.substr(nl + 1));
     return Fail(absl::FailedPreconditionError(StrCat(
-        "cannot write leaf ", a.ok() ? Display(*a) : "?", ": it conflicts with leaf ",
-        b.ok() ? Display(*b) : "?", " (a path cannot be both a leaf and a sub-dict)")));
+        "cannot write leaf ", a.ok() ? QuotedPath(*a) : "?", ": it conflicts with leaf ",
+        b.ok() ? QuotedPath(*b) : "?", " (a path cannot be both a leaf and a sub-dict)")));
   }
   if (auto s = ReplyStatus(*reply, "commit leaves"); !s.ok()) return Fail(s);
   done_ = true;  // visible now: nothing to abort any more

@@ -45,7 +45,6 @@ plan::IndexSpec RingRows(int64_t start, int64_t rows, int64_t size) {
 
 namespace {
 
-std::string Display(const LeafPath& path) { return StrCat("'", PathToDisplay(path), "'"); }
 
 // Grows `lease` to at least `need` bytes.
 absl::Status LeaseAtLeast(MemoryBudget::Lease& lease, int64_t need, std::string_view what) {
@@ -81,15 +80,15 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
       if (auto s = CheckDisjoint(values[j].path, v.path); !s.ok()) return s;
     }
     if (!IsKnownDType(static_cast<int>(v.dtype))) {
-      return absl::InvalidArgumentError(StrCat("leaf ", Display(v.path), ": unknown dtype"));
+      return absl::InvalidArgumentError(StrCat("leaf ", QuotedPath(v.path), ": unknown dtype"));
     }
-    if (auto s = ValidateShape(v.shape, StrCat("value shape of ", Display(v.path))); !s.ok()) {
+    if (auto s = ValidateShape(v.shape, StrCat("value shape of ", QuotedPath(v.path))); !s.ok()) {
       return s;
     }
     auto bytes = ByteSize(v.shape, DTypeSize(v.dtype));
     if (!bytes.ok()) return bytes.status();
     if (*bytes != static_cast<int64_t>(v.bytes.size())) {
-      return absl::InvalidArgumentError(StrCat("leaf ", Display(v.path), ": ", v.bytes.size(),
+      return absl::InvalidArgumentError(StrCat("leaf ", QuotedPath(v.path), ": ", v.bytes.size(),
                                                " bytes for a value of shape ",
                                                ShapeToString(v.shape), " (", *bytes, " expected)"));
     }
@@ -100,31 +99,31 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
     if (p.leaf != nullptr) {
       if (p.leaf->record.kind != v.kind) {
         return absl::InvalidArgumentError(StrCat(
-            "leaf ", Display(v.path), " holds ", LeafKindName(p.leaf->record.kind),
+            "leaf ", QuotedPath(v.path), " holds ", LeafKindName(p.leaf->record.kind),
             " but the value is ", LeafKindName(v.kind), ": a leaf keeps its kind"));
       }
       if (IsOneValue(p.leaf->record.kind, p.leaf->record.shape)) {
         return absl::InvalidArgumentError(StrCat(
-            "leaf ", Display(v.path), " holds one ", LeafKindName(v.kind),
+            "leaf ", QuotedPath(v.path), " holds one ", LeafKindName(v.kind),
             " value for the whole dict: write it whole, not by rows"));
       }
       // Cells say which dtype they hold: a client that still believes an
       // earlier leaf's dtype must not write cells another reader misreads.
       if (v.kind == LeafKind::kRagged && v.value != p.leaf->record.value) {
         return absl::InvalidArgumentError(StrCat(
-            "leaf ", Display(v.path), " holds ", p.leaf->record.value, " cells but the rows are ",
+            "leaf ", QuotedPath(v.path), " holds ", p.leaf->record.value, " cells but the rows are ",
             v.value.empty() ? "unnamed" : v.value, " (cast them to the leaf's dtype)"));
       }
       if (p.leaf->record.dtype != v.dtype) {
         return absl::InvalidArgumentError(StrCat(
-            "leaf ", Display(v.path), " holds ", DTypeName(p.leaf->record.dtype),
+            "leaf ", QuotedPath(v.path), " holds ", DTypeName(p.leaf->record.dtype),
             " but the value is ", DTypeName(v.dtype), " (cast it, e.g. SetIndexOptions::cast)"));
       }
       element.assign(p.leaf->record.shape.begin() + batch.size(), p.leaf->record.shape.end());
       // A slot is a value's length and bytes: broadcasting it would forge one.
       if (v.kind != LeafKind::kTensor && (v.shape.empty() || v.shape.back() != element.back())) {
         return absl::InvalidArgumentError(StrCat(
-            "leaf ", Display(v.path), " has slots of ", element.back(),
+            "leaf ", QuotedPath(v.path), " has slots of ", element.back(),
             " bytes but the value's last dim is ", v.shape.empty() ? 0 : v.shape.back()));
       }
     } else {
@@ -145,7 +144,7 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
       if (auto s = CheckNewLeaf(batch, v.path, created); !s.ok()) return s.status();
       if (IsOneValue(v.kind, full)) {
         return absl::InvalidArgumentError(StrCat(
-            "leaf ", Display(v.path), ": a one-value leaf is written whole, not by rows"));
+            "leaf ", QuotedPath(v.path), ": a one-value leaf is written whole, not by rows"));
       }
       p.create = ZeroLeaf{v.path, v.dtype, full, v.kind, v.value};
     }
@@ -169,7 +168,7 @@ absl::StatusOr<std::vector<PlannedValue>> PlanValues(const DictSchema& schema,
     }
     auto expanded = plan::BroadcastBytes(v.bytes, value_shape, target, DTypeSize(v.dtype));
     if (!expanded.ok()) {
-      return absl::InvalidArgumentError(StrCat("leaf ", Display(v.path), ": value of shape ",
+      return absl::InvalidArgumentError(StrCat("leaf ", QuotedPath(v.path), ": value of shape ",
                                                ShapeToString(v.shape),
                                                " cannot be written to td[index] of shape ",
                                                ShapeToString(target)));

@@ -24,7 +24,6 @@ constexpr int kWriteAttempts = 3;
 // The schema watch's limit, as the Redis store's (SchemaWatch).
 constexpr size_t kMaxWatchers = 100000;
 
-std::string Display(const LeafPath& path) { return StrCat("'", PathToDisplay(path), "'"); }
 
 // What the Redis store's stale errors say (redis_store/schema_cache.h).
 absl::Status Stale(std::string_view what) {
@@ -53,7 +52,7 @@ absl::Status CheckOneValues(const DictSchema& schema, const std::vector<Leaf>& w
   }
   if (total > kMaxOneValueBytesPerDict) {
     return absl::InvalidArgumentError(StrCat(
-        "leaf ", Display(path), ": the dict's one values would add up to ", total,
+        "leaf ", QuotedPath(path), ": the dict's one values would add up to ", total,
         " bytes, over the limit of ", kMaxOneValueBytesPerDict, " bytes per dict"));
   }
   return absl::OkStatus();
@@ -84,12 +83,8 @@ class MemoryStore::Write final : public LeafWrite {
   absl::Status BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
                          int64_t byte_size) override {
     if (auto s = CheckReady(); !s.ok()) return s;
-    auto expected = CheckNewLeaf(schema_.meta.batch_shape, path, leaf);
-    if (!expected.ok()) return Fail(expected.status());
-    if (byte_size != *expected) {
-      return Fail(absl::InvalidArgumentError(StrCat(
-          "leaf ", Display(path), ": byte count ", byte_size, " does not match shape ",
-          ShapeToString(leaf.shape), " of ", DTypeName(leaf.dtype), " (", *expected, " bytes)")));
+    if (auto s = CheckLeafHeader(schema_.meta.batch_shape, path, leaf, byte_size); !s.ok()) {
+      return Fail(s);
     }
     std::vector<Leaf> written;
     for (const Pending& other : leaves_) {
@@ -111,7 +106,7 @@ class MemoryStore::Write final : public LeafWrite {
           StrCat(replaced == nullptr   ? "add leaf "
                  : refuse_if_locked_   ? "replace leaf "
                                        : "reshape leaf ",
-                 Display(path),
+                 QuotedPath(path),
                  replaced != nullptr && refuse_if_locked_ ? " (set it in place instead)" : "")));
     }
     const int64_t after = bytes_after_ + byte_size - (replaced ? RecordBytes(replaced->record) : 0);
@@ -121,7 +116,7 @@ class MemoryStore::Write final : public LeafWrite {
       auto dict = store_->dicts_.find(schema_.meta.id);
       if (dict == store_->dicts_.end()) return Fail(DeletedDuringWrite(schema_.meta.name));
       if (auto s = store_->CheckNamespaceLocked(
-              byte_size, StrCat("leaf ", Display(path), " of dict '", schema_.meta.name, "'"));
+              byte_size, StrCat("leaf ", QuotedPath(path), " of dict '", schema_.meta.name, "'"));
           !s.ok()) {
         return Fail(s);
       }
@@ -145,7 +140,7 @@ class MemoryStore::Write final : public LeafWrite {
     }
     Pending& cur = leaves_.back();
     if (static_cast<int64_t>(cur.bytes->size() + bytes.size()) > cur.size) {
-      return Fail(absl::InvalidArgumentError(StrCat("leaf ", Display(cur.leaf.path),
+      return Fail(absl::InvalidArgumentError(StrCat("leaf ", QuotedPath(cur.leaf.path),
                                                     ": more data than the ", cur.size,
                                                     " bytes its header announced")));
     }
@@ -188,7 +183,7 @@ class MemoryStore::Write final : public LeafWrite {
           return FailLocked(LockedError(now.meta.name,
                                         StrCat(refuse_if_locked_ ? "replace leaf "
                                                                  : "add or reshape leaf ",
-                                               Display(p.leaf.path))));
+                                               QuotedPath(p.leaf.path))));
         }
       }
     }
@@ -227,7 +222,7 @@ class MemoryStore::Write final : public LeafWrite {
 
   absl::Status CheckComplete(const Pending& p) const {
     if (static_cast<int64_t>(p.bytes->size()) == p.size) return absl::OkStatus();
-    return absl::InvalidArgumentError(StrCat("leaf ", Display(p.leaf.path), ": header announced ",
+    return absl::InvalidArgumentError(StrCat("leaf ", QuotedPath(p.leaf.path), ": header announced ",
                                              p.size, " bytes but ", p.bytes->size(), " arrived"));
   }
   absl::Status CheckReady() {
@@ -340,7 +335,7 @@ absl::StatusOr<std::vector<Leaf>> MemoryStore::CreateZeroLeavesLocked(
   }
   if (schema.meta.locked) {
     return LockedError(schema.meta.name, stride > 0 ? std::string("add leaves")
-                                                    : StrCat("add leaf ", Display(made[0].path)));
+                                                    : StrCat("add leaf ", QuotedPath(made[0].path)));
   }
   const int64_t record_generation = stride > 0 ? dict.next_generation++ : 0;
   DictSchema after = schema;
@@ -358,7 +353,7 @@ absl::StatusOr<std::vector<Leaf>> MemoryStore::CreateZeroLeavesLocked(
   if (auto s = CheckDictQuota(options_, schema.meta, after.StoredBytes()); !s.ok()) return s;
   if (auto s = CheckNamespaceLocked(
           added, stride > 0 ? StrCat("the record of dict '", schema.meta.name, "'")
-                            : StrCat("leaf ", Display(made[0].path), " of dict '",
+                            : StrCat("leaf ", QuotedPath(made[0].path), " of dict '",
                                      schema.meta.name, "'"));
       !s.ok()) {
     return s;
@@ -419,7 +414,7 @@ absl::StatusOr<DictSchema> MemoryStore::CreateDict(const NewDict& spec) {
       LeafPath target(leaf->path.begin() + static_cast<std::ptrdiff_t>(source.from.size()),
                       leaf->path.end());
       if (target.empty()) {
-        return absl::InvalidArgumentError(StrCat("leaf ", Display(leaf->path),
+        return absl::InvalidArgumentError(StrCat("leaf ", QuotedPath(leaf->path),
                                                  " needs a target path to be copied to"));
       }
       LeafRecord record = leaf->record;
@@ -546,7 +541,7 @@ absl::StatusOr<RemovedLeaves> MemoryStore::DeleteLeaves(const DictRef& ref,
     std::vector<const Leaf*> hit = schema.Under(p);
     if (hit.empty()) {
       return absl::NotFoundError(
-          StrCat("dict '", ref.name, "' has no leaf or sub-dict ", Display(p)));
+          StrCat("dict '", ref.name, "' has no leaf or sub-dict ", QuotedPath(p)));
     }
     for (const Leaf* leaf : hit) doomed.insert(EncodePath(leaf->path));
   }
@@ -577,8 +572,8 @@ absl::StatusOr<RenamedLeaves> MemoryStore::RenameLeaves(const DictRef& ref, cons
   if (schema.meta.locked) return LockedError(name, "rename leaves");
   auto conflict = [&](const LeafPath& with) {
     return absl::FailedPreconditionError(StrCat(
-        "cannot rename ", Display(from), " to ", Display(to), ": it conflicts with ",
-        Display(with), " (a path cannot be both a leaf and a sub-dict, nor move into itself)"));
+        "cannot rename ", QuotedPath(from), " to ", QuotedPath(to), ": it conflicts with ",
+        QuotedPath(with), " (a path cannot be both a leaf and a sub-dict, nor move into itself)"));
   };
   if (Under(to, from) || Under(from, to)) return conflict(to);
   std::vector<std::string> moving, replaced;
@@ -587,9 +582,9 @@ absl::StatusOr<RenamedLeaves> MemoryStore::RenameLeaves(const DictRef& ref, cons
       moving.push_back(key);
     } else if (Under(leaf.path, to)) {
       if (!replace) {
-        return absl::AlreadyExistsError(StrCat("cannot rename ", Display(from), " to ",
-                                               Display(to), ": dict '", name, "' has leaf ",
-                                               Display(leaf.path),
+        return absl::AlreadyExistsError(StrCat("cannot rename ", QuotedPath(from), " to ",
+                                               QuotedPath(to), ": dict '", name, "' has leaf ",
+                                               QuotedPath(leaf.path),
                                                " there (replace it, or pick another name)"));
       }
       replaced.push_back(key);
@@ -599,7 +594,7 @@ absl::StatusOr<RenamedLeaves> MemoryStore::RenameLeaves(const DictRef& ref, cons
   }
   if (moving.empty()) {
     return absl::NotFoundError(
-        StrCat("dict '", name, "' has no leaf or sub-dict ", Display(from)));
+        StrCat("dict '", name, "' has no leaf or sub-dict ", QuotedPath(from)));
   }
   const int64_t before = schema.StoredBytes();
   RenamedLeaves renamed;
@@ -670,7 +665,7 @@ absl::StatusOr<CommitResult> MemoryStore::CopyLeaves(const DictRef& src, const L
     target.insert(target.end(), leaf.path.begin() + static_cast<std::ptrdiff_t>(from.size()),
                   leaf.path.end());
     if (target.empty()) {
-      return absl::InvalidArgumentError(StrCat("leaf ", Display(leaf.path),
+      return absl::InvalidArgumentError(StrCat("leaf ", QuotedPath(leaf.path),
                                                " needs a target path to be copied to"));
     }
     if (auto s = write.BeginLeaf(target, leaf.record, RecordBytes(leaf.record)); !s.ok()) return s;
@@ -740,7 +735,7 @@ absl::StatusOr<DictSchema> MemoryStore::Resize(const DictRef& ref, int64_t rows)
   for (auto& [_, leaf] : after.leaves) {
     leaf.record.shape[0] = rows;
     if (auto bytes = ByteSize(leaf.record.shape, DTypeSize(leaf.record.dtype)); !bytes.ok()) {
-      return absl::InvalidArgumentError(StrCat("leaf ", Display(leaf.path), " at ", rows,
+      return absl::InvalidArgumentError(StrCat("leaf ", QuotedPath(leaf.path), " at ", rows,
                                                " rows: ", bytes.status().message()));
     }
   }

@@ -9,7 +9,6 @@
 namespace tdstore::store {
 
 namespace {
-std::string Display(const LeafPath& path) { return StrCat("'", PathToDisplay(path), "'"); }
 }  // namespace
 
 absl::Status DictNotFound(const DictRef& ref) {
@@ -84,29 +83,29 @@ absl::Status CheckFills(const DictSchema& schema, const std::vector<Fill>& fills
   for (const Fill& fill : fills) {
     if (auto s = ValidatePath(fill.path); !s.ok()) return s;
     if (!seen.insert(EncodePath(fill.path)).second) {
-      return absl::InvalidArgumentError(StrCat("leaf ", Display(fill.path), " is filled twice"));
+      return absl::InvalidArgumentError(StrCat("leaf ", QuotedPath(fill.path), " is filled twice"));
     }
     const Leaf* leaf = schema.Find(fill.path);
     if (leaf == nullptr) {
       if (schema.Classify(fill.path) == DictSchema::PathKind::kNode) {
         return absl::FailedPreconditionError(
-            StrCat(Display(fill.path), " is a sub-dict: fill its leaves"));
+            StrCat(QuotedPath(fill.path), " is a sub-dict: fill its leaves"));
       }
       return absl::NotFoundError(
-          StrCat("dict '", schema.meta.name, "' has no leaf ", Display(fill.path)));
+          StrCat("dict '", schema.meta.name, "' has no leaf ", QuotedPath(fill.path)));
     }
     if (leaf->record.kind != LeafKind::kTensor) {
       return absl::InvalidArgumentError(
-          StrCat("leaf ", Display(fill.path), " holds ", LeafKindName(leaf->record.kind),
+          StrCat("leaf ", QuotedPath(fill.path), " holds ", LeafKindName(leaf->record.kind),
                  " values, not numbers: it cannot be filled; nothing was written"));
     }
     if (leaf->record.dtype != fill.dtype) {
       return absl::FailedPreconditionError(
-          StrCat("leaf ", Display(fill.path), " is ", DTypeName(leaf->record.dtype), ", not ",
+          StrCat("leaf ", QuotedPath(fill.path), " is ", DTypeName(leaf->record.dtype), ", not ",
                  DTypeName(fill.dtype), ": it was replaced meanwhile; nothing was written"));
     }
     if (static_cast<int64_t>(fill.element.size()) != DTypeSize(fill.dtype)) {
-      return absl::InvalidArgumentError(StrCat("leaf ", Display(fill.path), ": a ",
+      return absl::InvalidArgumentError(StrCat("leaf ", QuotedPath(fill.path), ": a ",
                                                DTypeName(fill.dtype), " element is ",
                                                DTypeSize(fill.dtype), " bytes, not ",
                                                fill.element.size()));
@@ -166,6 +165,16 @@ absl::Status CheckNotRecordLeaf(const DictSchema& schema, const LeafPath& path,
   return absl::FailedPreconditionError(StrCat(
       "dict '", schema.meta.name, "' keeps each row's leaves in one record (layout record): ",
       "leaf '", PathToDisplay(path), "' is in it and is written by rows (td[:] = value), not whole"));
+}
+
+absl::Status CheckLeafHeader(const Shape& batch_shape, const LeafPath& path,
+                             const LeafRecord& leaf, int64_t byte_size) {
+  auto expected = CheckNewLeaf(batch_shape, path, leaf);
+  if (!expected.ok()) return expected.status();
+  if (byte_size == *expected) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat(
+      "leaf ", QuotedPath(path), ": byte count ", byte_size, " does not match shape ",
+      ShapeToString(leaf.shape), " of ", DTypeName(leaf.dtype), " (", *expected, " bytes)"));
 }
 
 }  // namespace tdstore::store

@@ -30,6 +30,12 @@ absl::Status CheckNewDict(const StoreOptions& options, std::string_view name,
 absl::Status CheckNotRecordLeaf(const DictSchema& schema, const LeafPath& path,
                                 const Leaf* replaced);
 
+// A whole-leaf write's header: the leaf fits the dict (CheckNewLeaf) and
+// `byte_size`, the bytes the stream announces, is what its dtype and shape
+// hold. INVALID_ARGUMENT naming the leaf otherwise.
+absl::Status CheckLeafHeader(const Shape& batch_shape, const LeafPath& path,
+                             const LeafRecord& leaf, int64_t byte_size);
+
 // NOT_FOUND for a ref that names no dict (naming its id when it has one).
 absl::Status DictNotFound(const DictRef& ref);
 
