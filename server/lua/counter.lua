@@ -3,8 +3,10 @@
 -- ARGV[1] 'add', 'cas' or 'get'; ARGV[2] the counter's name; ARGV[3] the
 -- delta (add) or the expected value (cas); ARGV[4] the new value (cas);
 -- ARGV[5] the most counters a dict may hold; ARGV[6] the dict's name. A counter never set is 0.
--- Returns {value, swapped}: add: the new value; cas: the value now, and 1
--- if it swapped; get: the value.
+-- Returns {value, swapped, version}: add: the new value; cas: the value
+-- now, and 1 if it swapped; get: the value. `version` is the dict's schema
+-- version, read in the same step: the version the call reports
+-- (docs/protocol.md, "Causal schema reads"), without a round trip of its own.
 -- Errors: TDNODICT if the dict was deleted or renamed (checked first, so a deleted
 -- dict's counters are never recreated); TDLIMIT <count> for a new counter
 -- beyond the limit; TDOVERFLOW if the add would leave int64.
@@ -15,9 +17,12 @@ if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], 'deletin
   return redis.error_reply('TDNODICT the dict was deleted')
 end
 local op, name = ARGV[1], ARGV[2]
+local function answer(value, swapped)
+  return {value, swapped, redis.call('HGET', KEYS[1], 'version')}
+end
 local current = redis.call('HGET', KEYS[2], name)
 if op == 'get' then
-  return {current or '0', 0}
+  return answer(current or '0', 0)
 end
 -- A counter that does not exist yet may be created only below the limit.
 local function over_limit()
@@ -39,13 +44,13 @@ if op == 'add' then
   end
   -- Read back as Redis' decimal string: a Lua number (a double) would
   -- round values past 2^53.
-  return {redis.call('HGET', KEYS[2], name), 0}
+  return answer(redis.call('HGET', KEYS[2], name), 0)
 end
 -- cas: compared as the decimal strings Redis stores ('0' when absent).
 if (current or '0') == ARGV[3] then
   local refused = over_limit()
   if refused then return refused end
   redis.call('HSET', KEYS[2], name, ARGV[4])
-  return {ARGV[4], 1}
+  return answer(ARGV[4], 1)
 end
-return {current or '0', 0}
+return answer(current or '0', 0)

@@ -51,6 +51,12 @@ class Pipeline {
   // Commands sent whose replies have not been Received.
   virtual int outstanding() const = 0;
 
+  // True if Redis runs this pipeline's commands in the order they were
+  // sent, whatever their keys: one connection to one server (standalone).
+  // A cluster pipeline sends each node's commands on that node's own
+  // connection, and commands for different nodes run in no set order.
+  virtual bool in_order() const = 0;
+
   // Makes every write sent on this pipeline durable on `replicas` replicas:
   // sends WAIT on each connection the pipeline used. Requires outstanding()
   // == 0. UNAVAILABLE if fewer replicas confirm within `timeout`.

@@ -137,11 +137,14 @@ absl::StatusOr<CounterResult> ApplyCounter(DictStore& dicts, const DictRef& ref,
   if (!reply.ok()) return reply.status();
   if (auto s = CounterReplyStatus(dicts, ref, op.name, op.delta, *reply); !s.ok()) return s;
   CounterResult result;
-  if (!reply->is_array() || reply->size() != 2 ||
-      !absl::SimpleAtoi(std::string((*reply)[0].str()), &result.value)) {
+  int64_t version = 0;
+  if (!reply->is_array() || reply->size() != 3 ||
+      !absl::SimpleAtoi(std::string((*reply)[0].str()), &result.value) ||
+      !absl::SimpleAtoi(std::string((*reply)[2].str()), &version)) {
     return absl::InternalError(StrCat("counter '", op.name, "': unexpected reply from Redis"));
   }
   result.swapped = (*reply)[1].integer() == 1;
+  result.version_after = SchemaVersionSeen{*id, version};
   return result;
 }
 

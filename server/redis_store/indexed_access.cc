@@ -41,8 +41,11 @@ absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, cons
                                         "an indexed read's selection");
     if (!lease.ok()) return lease.status();
 
-    auto bytes = ReadIndexed(store, schema, *resolved, *leaves, probe);
+    std::optional<int64_t> version_after;
+    auto bytes = ReadIndexed(store, schema, *resolved, *leaves, probe, &version_after);
     if (!bytes.ok()) return bytes.status();
+    result.version_after.reset();
+    if (version_after) result.version_after = SchemaVersionSeen{schema.meta.id, *version_after};
     result.lease = *std::move(lease);
     result.result_shape = resolved->result_shape;
     result.leaves.clear();
@@ -77,7 +80,8 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const Dic
                                                      const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values,
                                                      MemoryBudget::Lease& lease,
-                                                     int64_t* version) {
+                                                     int64_t* version,
+                                                     std::optional<SchemaVersionSeen>* version_after) {
   if (values.empty()) return absl::InvalidArgumentError("an indexed write needs a value");
   std::vector<Leaf> written;
   // Redone from a fresh schema when the probe finds the cached one stale:
@@ -131,7 +135,14 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const Dic
       written.push_back(*leaf);
     }
     if (version != nullptr) *version = schema->meta.version;
-    return WriteIndexed(*store, *schema, *resolved, to_write, probe);
+    std::optional<int64_t> after;
+    absl::Status s = WriteIndexed(*store, *schema, *resolved, to_write, probe,
+                                  version_after != nullptr ? &after : nullptr);
+    if (version_after != nullptr) {
+      version_after->reset();
+      if (after) *version_after = SchemaVersionSeen{schema->meta.id, *after};
+    }
+    return s;
   });
   if (!status.ok()) return status;
   return written;

@@ -23,6 +23,7 @@
 #ifndef TDSTORE_SERVER_REDIS_STORE_INDEXED_ACCESS_H_
 #define TDSTORE_SERVER_REDIS_STORE_INDEXED_ACCESS_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,7 +48,8 @@ absl::StatusOr<IndexedReadResult> ReadIndexedLeaves(const DictStore& store, cons
 // (element shape = the value's dims after the indexed batch dims) first.
 // Returns the leaves written (their records as stored); `*version`, if
 // given, is set to the schema version the write was made at (after the
-// leaves it created, if any).
+// leaves it created, if any), and `*version_after`, if given, to the
+// version read behind the write when it could be (indexed_io.h).
 //
 // `lease` is the caller's share of store->budget(), holding what it leased
 // for `values` as they arrived; the write grows it to what it needs (see
@@ -56,7 +58,8 @@ absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const Dic
                                                      const plan::IndexSpec& index,
                                                      const std::vector<IndexedWriteValue>& values,
                                                      MemoryBudget::Lease& lease,
-                                                     int64_t* version = nullptr);
+                                                     int64_t* version = nullptr,
+                                                     std::optional<SchemaVersionSeen>* version_after = nullptr);
 // The same, leasing everything itself.
 absl::StatusOr<std::vector<Leaf>> WriteIndexedLeaves(DictStore* store, const DictRef& ref,
                                                      const plan::IndexSpec& index,

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "common/str_cat.h"
 #include "server/redis_store/lua_scripts.h"
 #include "server/redis_store/redis_errors.h"
@@ -96,10 +97,12 @@ constexpr size_t kBlocksInFlight = 64;
 // kBlocksInFlight blocks ahead, checks the probe's reply and hands each
 // block's reply to `on_reply` in block order. A NOSCRIPT reply (Redis
 // restarted or flushed its scripts) is redone through RedisClient::Eval,
-// which loads the script and retries.
+// which loads the script and retries. With `version_after`, reads the
+// schema version behind the last block (indexed_io.h).
 absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool probe,
                        std::vector<BlockCommand>& commands, bool writes,
-                       const std::function<absl::Status(size_t, const redis::Reply&)>& on_reply) {
+                       const std::function<absl::Status(size_t, const redis::Reply&)>& on_reply,
+                       std::optional<int64_t>* version_after) {
   if (commands.empty() && !probe) return absl::OkStatus();
   auto sends = [](const BlockCommand& c) {
     return c.transaction.empty() ? 1 : static_cast<int>(c.transaction.size()) + 2;
@@ -111,6 +114,15 @@ absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool pr
   const StoreOptions& o = store.options();
   const int replicas = writes ? o.write_replicas : 0;
   if (replicas > 0) (*pipe)->set_reissue_replicas(replicas, o.write_replicas_timeout);
+  // Why the version may ride on this pipeline: one connection runs its
+  // commands in the order sent, so an HGET sent behind the last block runs
+  // after every block did. A cluster pipeline's blocks run on their nodes'
+  // connections in no order with the meta's node: there the caller reads
+  // the version once every reply is in.
+  const bool read_version = version_after != nullptr && !commands.empty() && (*pipe)->in_order();
+  const std::string meta = read_version ? store.keys().Meta(schema.meta.id) : std::string();
+  bool version_sent = false;
+  bool redone = false;  // a block ran off the pipeline: after the HGET
   size_t sent = 0;
   auto send_block = [&](const BlockCommand& c) -> absl::Status {
     if (c.transaction.empty()) return (*pipe)->Send(c.routing_key, c.argv);
@@ -123,6 +135,10 @@ absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool pr
   auto fill = [&](size_t received) -> absl::Status {
     while (sent < commands.size() && sent < received + kBlocksInFlight) {
       if (auto s = send_block(commands[sent++]); !s.ok()) return s;
+    }
+    if (read_version && !version_sent && sent == commands.size()) {
+      version_sent = true;
+      return (*pipe)->Send(meta, {"HGET", meta, kMetaVersion});
     }
     return absl::OkStatus();
   };
@@ -164,6 +180,7 @@ absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool pr
       return StaleError(StrCat("a block's transaction (EXEC: ", reply->str(), ")"));
     }
     if (c.script != nullptr && reply->is_error() && reply->str().substr(0, 8) == "NOSCRIPT") {
+      redone = true;
       reply = store.redis().EvalDurable(*c.script, c.keys, c.args, replicas,
                                         o.write_replicas_timeout);
       if (!reply.ok()) return reply.status();
@@ -171,6 +188,16 @@ absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool pr
     if (ErrorTag(*reply) == "TDSTALE") return StaleBlock(ErrorDetail(*reply));
     if (auto s = ReplyStatus(*reply, "indexed block access"); !s.ok()) return s;
     if (auto s = on_reply(received, *reply); !s.ok()) return s;
+  }
+  if (version_sent) {
+    auto reply = (*pipe)->Receive();
+    if (!reply.ok()) return reply.status();
+    int64_t version = 0;
+    // Nil (the dict was deleted meanwhile) or an error: left to the caller,
+    // whose own read reports it.
+    if (!redone && reply->is_string() && absl::SimpleAtoi(std::string(reply->str()), &version)) {
+      *version_after = version;
+    }
   }
   if (replicas > 0) return (*pipe)->WaitReplicas(replicas, o.write_replicas_timeout);
   return absl::OkStatus();
@@ -210,7 +237,13 @@ struct Fetch {
 std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch_of,
                                int64_t* allowance) {
   std::map<int, std::pair<int64_t, int64_t>> span;  // key -> [begin, end)
-  std::map<int, std::pair<int64_t, int64_t>> selected;  // key -> (bytes, runs)
+  // key -> (bytes, calls): the calls are the GETRANGEs the key's runs need
+  // when not covered. Runs that touch or overlap are one call: a record
+  // dict's row is a run per leaf but one GETRANGE, so counting runs would
+  // price a 256-row sample of 3 leaves as 768 calls and cover far more
+  // than the calls it saves are worth.
+  std::map<int, std::pair<int64_t, int64_t>> selected;
+  std::map<int, std::vector<std::pair<int64_t, int64_t>>> ranges;  // key -> runs' [begin, end)
   for (const BlockWork::Run& r : work.runs) {
     auto [it, added] = span.emplace(r.key, std::make_pair(r.offset_in_part, r.offset_in_part + r.length));
     if (!added) {
@@ -218,7 +251,17 @@ std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch
       it->second.second = std::max(it->second.second, r.offset_in_part + r.length);
     }
     selected[r.key].first += r.length;
-    selected[r.key].second += 1;
+    ranges[r.key].emplace_back(r.offset_in_part, r.offset_in_part + r.length);
+  }
+  for (auto& [key, list] : ranges) {
+    std::sort(list.begin(), list.end());
+    int64_t calls = 0;
+    int64_t reach = -1;
+    for (const auto& [begin, end] : list) {
+      if (begin > reach) ++calls;
+      reach = std::max(reach, end);
+    }
+    selected[key].second = calls;
   }
   std::vector<Fetch> fetches;
   std::map<int, size_t> covering;  // key -> its covering fetch
@@ -277,7 +320,8 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
                                                      const DictSchema& schema,
                                                      const plan::ResolvedIndex& index,
                                                      const std::vector<const Leaf*>& leaves,
-                                                     bool probe) {
+                                                     bool probe,
+                                                     std::optional<int64_t>* version_after) {
   std::vector<std::string> out(leaves.size());
   const int64_t cells = static_cast<int64_t>(index.cells.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
@@ -332,14 +376,14 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
                   static_cast<size_t>(runs[r].length));
     }
     return absl::OkStatus();
-  });
+  }, version_after);
   if (!status.ok()) return status;
   return out;
 }
 
 absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
                           const plan::ResolvedIndex& index, const std::vector<IndexedValue>& values,
-                          bool probe) {
+                          bool probe, std::optional<int64_t>* version_after) {
   std::vector<const Leaf*> leaves;
   for (const IndexedValue& v : values) leaves.push_back(v.leaf);
   auto blocks = GroupByBlock(store, schema, index, leaves);
@@ -403,7 +447,7 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
     FinishScriptCommand(cmd, GetScripts().write_runs, StrCat(work.keys.size()));
   }
   return RunBlocks(store, schema, probe, commands, true,
-                   [](size_t, const redis::Reply&) { return absl::OkStatus(); });
+                   [](size_t, const redis::Reply&) { return absl::OkStatus(); }, version_after);
 }
 
 }  // namespace tdstore::store

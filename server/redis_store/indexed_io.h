@@ -24,10 +24,20 @@
 // replaced or deleted since the schema was read) fails the call with
 // IsStale(status); callers refresh the schema and retry once.
 //
+// With `version_after`, the dict's schema version is read on the same
+// pipeline, sent behind the last block's command: Redis runs one
+// connection's commands in order, so it is read after every block took
+// effect, without a round trip of its own (store_values.h, VersionAfter).
+// Only a pipeline whose commands run in order (standalone Redis) can; on a
+// cluster, or when a block had to be redone off the pipeline (NOSCRIPT),
+// `*version_after` stays unset and the caller reads the version afterwards.
+//
 // Thread-safe as far as the store is; one call per thread.
 #ifndef TDSTORE_SERVER_REDIS_STORE_INDEXED_IO_H_
 #define TDSTORE_SERVER_REDIS_STORE_INDEXED_IO_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,7 +58,8 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
                                                      const DictSchema& schema,
                                                      const plan::ResolvedIndex& index,
                                                      const std::vector<const Leaf*>& leaves,
-                                                     bool probe = false);
+                                                     bool probe = false,
+                                                     std::optional<int64_t>* version_after = nullptr);
 
 // What a read of `selected` bytes in `runs` runs (cells x leaves) may hold
 // at once: the result, and the fetched ranges it is cut from. Those move up
@@ -71,7 +82,7 @@ struct IndexedValue {
 // this undefined).
 absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
                           const plan::ResolvedIndex& index, const std::vector<IndexedValue>& values,
-                          bool probe = false);
+                          bool probe = false, std::optional<int64_t>* version_after = nullptr);
 
 }  // namespace tdstore::store
 

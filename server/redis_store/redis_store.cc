@@ -206,7 +206,8 @@ absl::StatusOr<IndexedWriteResult> RedisStore::WriteIndexed(
     const DictRef& ref, const plan::IndexSpec& index,
     const std::vector<IndexedWriteValue>& values, MemoryBudget::Lease& lease) {
   IndexedWriteResult result;
-  auto written = WriteIndexedLeaves(dicts_, ref, index, values, lease, &result.version);
+  auto written = WriteIndexedLeaves(dicts_, ref, index, values, lease, &result.version,
+                                    &result.version_after);
   if (!written.ok()) return written.status();
   result.written = *std::move(written);
   return result;

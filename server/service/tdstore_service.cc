@@ -386,7 +386,7 @@ grpc::Status TdStoreService::Counter(grpc::ServerContext* ctx, const v1::Counter
                                      v1::CounterResponse* resp) {
   const Access access = req->op_case() == v1::CounterRequest::kGet ? Access::kRead
                                                                     : Access::kWrite;
-  return Serve(ctx, {req->dict(), access, req->dict_id()}, [&](const Grant*, Sighting&) {
+  return Serve(ctx, {req->dict(), access, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     store::CounterOp op;
     op.name = req->name();
     switch (req->op_case()) {
@@ -409,6 +409,7 @@ grpc::Status TdStoreService::Counter(grpc::ServerContext* ctx, const v1::Counter
     if (!result.ok()) return ToGrpc(result.status());
     resp->set_value(result->value);
     resp->set_swapped(result->swapped);
+    seen.SawAfter(result->version_after);
     return grpc::Status::OK;
   });
 }
@@ -431,7 +432,9 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
       // Nothing is written before the store call that ends it, which
       // either writes or reports an error that says what it did.
       bool attempted = false;
-      absl::Status s = WriteIndexed(stream, *begin, resp, &attempted);
+      std::optional<store::SchemaVersionSeen> after;
+      absl::Status s = WriteIndexed(stream, *begin, resp, &attempted, &after);
+      if (s.ok()) seen.SawAfter(after);
       return attempted ? ToGrpc(s) : NothingApplied(ctx, s);
     }
     // Every failure of a whole-leaf write leaves nothing visible (the
@@ -475,8 +478,9 @@ absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegi
   }
 }
 
-absl::Status TdStoreService::WriteIndexed(WriteStream& stream, const v1::WriteBegin& begin,
-                                          v1::WriteLeavesResponse* resp, bool* attempted) {
+absl::Status TdStoreService::WriteIndexed(
+    WriteStream& stream, const v1::WriteBegin& begin, v1::WriteLeavesResponse* resp,
+    bool* attempted, std::optional<store::SchemaVersionSeen>* version_after) {
   std::optional<plan::IndexSpec> index;
   store::RingAppend ring;
   if (begin.has_index()) {
@@ -508,6 +512,7 @@ absl::Status TdStoreService::WriteIndexed(WriteStream& stream, const v1::WriteBe
   *attempted = true;
   auto written = write->Commit();
   if (!written.ok()) return written.status();
+  *version_after = written->version_after;
   for (const store::Leaf& leaf : written->written) ToProto(leaf, resp->add_written());
   resp->set_version(written->version);
   if (begin.has_ring()) {
@@ -548,7 +553,7 @@ grpc::Status TdStoreService::StreamedReadLeaves(grpc::ServerContext* ctx,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "ReadLeaves carried no request");
   }
   const v1::ReadLeavesRequest* req = &request;
-  return Serve(ctx, {req->dict(), Access::kRead, req->dict_id()}, [&](const Grant*, Sighting&) {
+  return Serve(ctx, {req->dict(), Access::kRead, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     if (auto s = CheckRequest(limits_, *req); !s.ok()) return ToGrpc(s);
     auto lease = streams_.Enter(ctx);
     if (!lease.ok()) return ToGrpc(lease.status());
@@ -559,8 +564,11 @@ grpc::Status TdStoreService::StreamedReadLeaves(grpc::ServerContext* ctx,
     const bool small_read = std::find(req->accepts().begin(), req->accepts().end(),
                                       v1::FRAME_SMALL_READ) != req->accepts().end();
     ReadStream stream(ctx, writer, **lease, small_read);
-    return ToGrpc(req->has_index() ? ReadIndexed(*req, *paths, stream)
-                                   : ReadWhole(*req, *paths, stream));
+    if (!req->has_index()) return ToGrpc(ReadWhole(*req, *paths, stream));
+    std::optional<store::SchemaVersionSeen> after;
+    absl::Status read = ReadIndexed(*req, *paths, stream, &after);
+    if (read.ok()) seen.SawAfter(after);
+    return ToGrpc(read);
   });
 }
 
@@ -573,13 +581,15 @@ absl::Status TdStoreService::ReadWhole(const v1::ReadLeavesRequest& req,
 
 absl::Status TdStoreService::ReadIndexed(const v1::ReadLeavesRequest& req,
                                          const std::vector<LeafPath>& paths,
-                                         ReadStream& stream) {
+                                         ReadStream& stream,
+                                         std::optional<store::SchemaVersionSeen>* version_after) {
   auto index = FromProto(req.index());
   if (!index.ok()) return index.status();
   // The whole selection is gathered first (bounded by max_indexed_bytes):
   // rows come from blocks in block order but go out in index order.
   auto result = store_->ReadIndexed({req.dict(), req.dict_id()}, *index, paths);
   if (!result.ok()) return result.status();
+  *version_after = result->version_after;
   int64_t total_bytes = 0;
   for (const auto& leaf : result->leaves) total_bytes += static_cast<int64_t>(leaf.bytes.size());
   if (auto s = CheckLeafCount(limits_, static_cast<int64_t>(result->leaves.size())); !s.ok()) {

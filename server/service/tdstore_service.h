@@ -134,13 +134,17 @@ class TdStoreService final
                           v1::WriteLeavesResponse* resp);
   // `*attempted` is set once the store is asked to write: a failure after
   // it may have written some blocks, one before it wrote nothing.
+  // `*version_after` gets the store's version read after the call, if it
+  // read one (store_values.h, VersionAfter), for the call's Sighting.
   absl::Status WriteIndexed(WriteStream& stream, const v1::WriteBegin& begin,
-                            v1::WriteLeavesResponse* resp, bool* attempted);
+                            v1::WriteLeavesResponse* resp, bool* attempted,
+                            std::optional<store::SchemaVersionSeen>* version_after);
   // The forms of ReadLeaves.
   absl::Status ReadWhole(const v1::ReadLeavesRequest& req, const std::vector<LeafPath>& paths,
                          ReadStream& stream);
   absl::Status ReadIndexed(const v1::ReadLeavesRequest& req, const std::vector<LeafPath>& paths,
-                           ReadStream& stream);
+                           ReadStream& stream,
+                           std::optional<store::SchemaVersionSeen>* version_after);
 
   class ReadSink;  // a whole-leaf read's store::LeafSink
 
@@ -174,6 +178,10 @@ class TdStoreService final
     // Saw, for the id the request named; without one, Serve reads it.
     void SawVersion(int64_t version_seen) {
       if (!dict_id.empty()) Saw(dict_id, version_seen);
+    }
+    // Saw, if the store read the version after the call (VersionAfter).
+    void SawAfter(const std::optional<store::SchemaVersionSeen>& after) {
+      if (after) Saw(after->id, after->version);
     }
   };
   // The prologue every handler shares, then `body`, then the epilogue:

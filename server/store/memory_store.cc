@@ -806,6 +806,8 @@ absl::StatusOr<IndexedReadResult> MemoryStore::ReadIndexed(
     schema = (*dict)->schema;
     data = (*dict)->data;
   }
+  // The bytes were taken with this schema under the lock: its version is
+  // the one the read saw, and none later can have changed what it returns.
   auto resolved = plan::ResolveIndex(index, schema.meta.batch_shape,
                                      MaxIndexCells(options_.max_indexed_bytes));
   if (!resolved.ok()) return resolved.status();
@@ -831,6 +833,7 @@ absl::StatusOr<IndexedReadResult> MemoryStore::ReadIndexed(
         {*leaf, IndexedShape(schema, leaf->record, resolved->result_shape), std::move(out)});
   }
   result.lease = *std::move(lease);
+  result.version_after = SchemaVersionSeen{schema.meta.id, schema.meta.version};
   return result;
 }
 
@@ -882,6 +885,7 @@ absl::StatusOr<IndexedWriteResult> MemoryStore::WriteIndexed(
       result.written.push_back(leaf);
     }
     result.version = dict.schema.meta.version;
+    result.version_after = SchemaVersionSeen{dict.schema.meta.id, dict.schema.meta.version};
     return result;
   }
   return absl::AbortedError(
@@ -1001,7 +1005,11 @@ absl::StatusOr<CounterResult> MemoryStore::Counter(const DictRef& ref, const Cou
   std::lock_guard<std::mutex> lock(mu_);
   auto dict = FindLocked(ref);
   if (!dict.ok()) return dict.status();
-  return CounterLocked(**dict, ref, op);
+  auto result = CounterLocked(**dict, ref, op);
+  if (result.ok()) {
+    result->version_after = SchemaVersionSeen{(*dict)->schema.meta.id, (*dict)->schema.meta.version};
+  }
+  return result;
 }
 
 // --- Watch -----------------------------------------------------------------

@@ -40,6 +40,14 @@ struct SchemaVersionSeen {
   int64_t version = 0;
 };
 
+// VersionAfter: a call's result may carry the dict's schema version, read
+// at or after the call took effect, when the store could read it in the
+// same step as the call's data (an in-order Redis pipeline, a Lua script,
+// the memory store's lock). Every call must report such a version
+// (docs/protocol.md, "Causal schema reads"); a result without one leaves
+// it to the caller to read Store::SchemaVersion afterwards, one more round
+// trip. So the field may be unset, never early.
+
 // Where a new dict's leaves come from when it is made as a copy.
 struct CopySource {
   DictRef dict;
@@ -111,6 +119,9 @@ struct CounterOp {
 struct CounterResult {
   int64_t value = 0;     // after the operation
   bool swapped = false;  // kCas
+  // The dict's schema version read at or after the operation, when the
+  // store read it in the same step (VersionAfter below); unset otherwise.
+  std::optional<SchemaVersionSeen> version_after = {};
 };
 
 // A ring buffer's append: `rows` rows reserved from the counter `cursor`
@@ -138,6 +149,9 @@ struct IndexedReadResult {
   std::vector<LeafData> leaves;  // in path order
   // The memory budget's share for `leaves`: keep the result until sent.
   MemoryBudget::Lease lease;
+  // The dict's schema version read after the data, when the store read it
+  // in the same step (VersionAfter below); unset otherwise.
+  std::optional<SchemaVersionSeen> version_after = {};
 };
 
 // One value of td[index] = values.
@@ -162,6 +176,9 @@ struct IndexedWriteResult {
   // A ring append's: the cursor before it, and the count counter after.
   int64_t ring_start = 0;
   int64_t count_value = 0;
+  // The dict's schema version read after the write took effect, when the
+  // store read it in the same step (VersionAfter below); unset otherwise.
+  std::optional<SchemaVersionSeen> version_after = {};
 };
 
 // Where a whole-leaf read delivers. Calls come in this order: Begin once,

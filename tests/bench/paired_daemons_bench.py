@@ -24,12 +24,19 @@ for label, port in (("old", 7790), ("new", 7791)):
     td = TensorDictStore(batch_size=[10000], addr=f"127.0.0.1:{port}")
     for k in "abcde": td[k] = torch.rand(10000, 64)
     "a" in td
+    # torchrl's store-storage scenario's rows, in a record dict, half filled
+    rec = TensorDictStore(batch_size=[10000], addr=f"127.0.0.1:{port}", layout="record")
+    rec[:5000] = {"obs": torch.rand(5000, 64), "action": torch.rand(5000, 4),
+                  "reward": torch.rand(5000, 1)}
+    td.rec = rec
     stores[label] = td
 cases = {
     "counter_get": lambda td: td.counter_get("c"),
     "td[42] read": lambda td: td[42].to_tensordict(),
     "td[42] write": lambda td: td.__setitem__(42, {"a": torch.ones(64)}),
     "td[100:356] read": lambda td: td[100:356].to_tensordict(),
+    "counter_add": lambda td: td.counter_add("c"),
+    "sample 256 (record)": lambda td: td.rec[torch.randint(0, 5000, (256,))],
     "get leaf": lambda td: td["a"],
     "keys()": lambda td: list(td.keys()),
 }
@@ -43,8 +50,8 @@ for rnd in range(int(sys.argv[3]) if len(sys.argv) > 3 else 3):
             for _ in range(300):
                 a = time.perf_counter(); f(td); ts.append(time.perf_counter() - a)
             res[c][label].append(statistics.median(ts) * 1e3)
-print(f"{'case':18} {'before ms':>10} {'after ms':>10} {'after/before':>12}")
+print(f"{'case':20} {'before ms':>10} {'after ms':>10} {'after/before':>12}")
 for c in cases:
     o, n = statistics.median(res[c]["old"]), statistics.median(res[c]["new"])
-    print(f"{c:18} {o:10.3f} {n:10.3f} {n/o:12.2f}")
+    print(f"{c:20} {o:10.3f} {n:10.3f} {n/o:12.2f}")
 for p in procs: p.terminate()

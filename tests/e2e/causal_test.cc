@@ -46,7 +46,13 @@ std::vector<int> RedisPorts() {
 }
 
 class E2eCausal : public ::testing::Test {
- protected:
+ public:
+  // How B signals a step, and A polls for it: the counter "step"
+  // (counter_get), or row 0 of the leaf "signal" (an indexed write, read
+  // back by an indexed read). Each call's own schema version, which the
+  // reply carries, must be at least the step's.
+  enum class Signal { kCounter, kRow };
+
   // A second tdstored on the shared daemon's Redis and namespace.
   static void SetUpTestSuite() {
     other_ = new DaemonProcess();
@@ -62,11 +68,13 @@ class E2eCausal : public ::testing::Test {
   // Runs causal_writer through `writer_address` for kSteps steps while this
   // process checks each one through the shared daemon, and returns the
   // stale answers (each described).
-  static std::vector<std::string> CheckSteps(const std::string& writer_address) {
+  static std::vector<std::string> CheckSteps(const std::string& writer_address,
+                                             Signal signal = Signal::kCounter) {
     const std::string name = UniqueDictName();
     Client client(DaemonAddress());
     Dict d = client.create(name, {10});
     d.set({"s0", "v"}, at::zeros({10}));
+    if (signal == Signal::kRow) d.set("signal", at::zeros({10}, at::kLong));
     EXPECT_FALSE(d.contains("k1"));  // the copy is watched from here on
 
     // B waits for our acknowledgement of each step on a fifo, opened here
@@ -79,7 +87,8 @@ class E2eCausal : public ::testing::Test {
     pid_t pid = -1;
     const std::string log = ::testing::TempDir() + "/" + name + ".causal_writer.log";
     EXPECT_TRUE(SpawnChild({TDSTORE_CAUSAL_WRITER_BIN, writer_address, name,
-                            std::to_string(kSteps), fifo},
+                            std::to_string(kSteps), fifo,
+                            signal == Signal::kRow ? "row" : "counter"},
                            log, ChildLog::kTruncate, &pid)
                     .ok());
     std::vector<std::string> stale;
@@ -88,7 +97,11 @@ class E2eCausal : public ::testing::Test {
     };
     for (int64_t i = 1; i <= kSteps; ++i) {
       // Waits for B's step i; B waits for our "ack" before step i + 1.
-      while (d.counter_get("step") < i) {
+      auto step_seen = [&]() -> int64_t {
+        if (signal == Signal::kCounter) return d.counter_get("step");
+        return d.index(0, {Key("signal")}).at(Key("signal")).item<int64_t>();
+      };
+      while (step_seen() < i) {
         // Spaces the polls (B shares two cores with us and the daemons);
         // what is tested comes after the poll that sees step i.
         std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -157,9 +170,26 @@ TEST_F(E2eCausal, AChangeThroughAnotherDaemonIsSeenOnceSomethingAfterItWasSeen) 
   EXPECT_TRUE(stale.empty()) << Describe(stale);
 }
 
+// The same with the step seen in a row an indexed write wrote: the indexed
+// read's reply carries the schema version read behind its data (on
+// standalone Redis, on the data's own pipeline), never an older one.
+TEST_F(E2eCausal, AChangeIsSeenOnceARowWrittenAfterItWasRead) {
+  const std::vector<std::string> stale = CheckSteps(DaemonAddress(), Signal::kRow);
+  EXPECT_TRUE(stale.empty()) << Describe(stale);
+}
+
+TEST_F(E2eCausal, AChangeThroughAnotherDaemonIsSeenOnceARowWrittenAfterItWasRead) {
+  const std::vector<std::string> stale = CheckSteps(other_->address(), Signal::kRow);
+  EXPECT_TRUE(stale.empty()) << Describe(stale);
+}
+
 // Watches end when their daemon loses its subscription, and start again a
 // second later: answers in between come from tdstored, and none is stale.
-TEST_F(E2eCausal, NothingIsStaleWhileThePubSubConnectionsAreCut) {
+// Runs the steps through the other daemon while the daemons' pub/sub
+// connections are cut again and again: the watched copies lag, and the
+// version each reply carries is all that tells A its copy is behind.
+std::vector<std::string> CheckStepsWhileCut(E2eCausal::Signal signal,
+                                            const std::string& writer_address) {
   std::atomic<bool> done{false};
   std::thread cutter([&] {
     while (!done.load()) {
@@ -169,9 +199,19 @@ TEST_F(E2eCausal, NothingIsStaleWhileThePubSubConnectionsAreCut) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
-  const std::vector<std::string> stale = CheckSteps(other_->address());
+  const std::vector<std::string> stale = E2eCausal::CheckSteps(writer_address, signal);
   done.store(true);
   cutter.join();
+  return stale;
+}
+
+TEST_F(E2eCausal, NothingIsStaleWhileThePubSubConnectionsAreCut) {
+  const std::vector<std::string> stale = CheckStepsWhileCut(Signal::kCounter, other_->address());
+  EXPECT_TRUE(stale.empty()) << Describe(stale);
+}
+
+TEST_F(E2eCausal, NothingIsStaleWhileThePubSubConnectionsAreCutSeenInARow) {
+  const std::vector<std::string> stale = CheckStepsWhileCut(Signal::kRow, other_->address());
   EXPECT_TRUE(stale.empty()) << Describe(stale);
 }
 

@@ -1,13 +1,16 @@
 // Process B of E2eCausal (causal_test.cc), through the torch-free core:
 //
-//   causal_writer ADDRESS DICT ITERATIONS ACK_FIFO
+//   causal_writer ADDRESS DICT ITERATIONS ACK_FIFO [SIGNAL]
 //
 // For step i = 1..ITERATIONS, on the dict DICT (made by process A with leaf
 // s0/v and batch shape [10]), in this order:
 //   unlock (if step i-1 locked), add leaf k<i>, delete leaf k<i-1>,
 //   rename the sub-dict s<i-1> to s<i>, resize batch dim 0 to 10 + i, lock
 //   if i is odd,
-// and then bumps the counter "step" to i. It then waits until A has
+// and then signals step i: SIGNAL "counter" (the default) bumps the
+// counter "step" to i; "row" writes i into row 0 of the int64 leaf
+// "signal" (an indexed write, which A reads back with an indexed read).
+// It then waits until A has
 // checked step i (a byte on the fifo ACK_FIFO, which A holds open) before
 // the next step, so that what A must see after step i is exactly the state
 // step i left. The acknowledgement goes outside tdstored on purpose: A
@@ -26,8 +29,9 @@
 #include "tdstore/core.h"
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::cerr << "usage: causal_writer ADDRESS DICT ITERATIONS ACK_FIFO\n";
+  const std::string signal = argc == 6 ? argv[5] : "counter";
+  if ((argc != 5 && argc != 6) || (signal != "counter" && signal != "row")) {
+    std::cerr << "usage: causal_writer ADDRESS DICT ITERATIONS ACK_FIFO [counter|row]\n";
     return 2;
   }
   const int acks = open(argv[4], O_RDONLY);
@@ -56,7 +60,20 @@ int main(int argc, char** argv) {
       dict.rename(tdstore::Key("s" + std::to_string(i - 1)), tdstore::Key("s" + std::to_string(i)));
       dict.resize(10 + i);
       if (i % 2 == 1) dict.set_locked(true);
-      dict.counter_add("step", 1);
+      if (signal == "counter") {
+        dict.counter_add("step", 1);
+      } else {
+        tdstore::core::LeafData step;
+        step.path = tdstore::Key("signal");
+        step.dtype = tdstore::DType::kInt64;
+        step.shape = {};
+        step.data = &i;
+        step.byte_size = sizeof(i);
+        const tdstore::core::Index row{tdstore::core::IndexTerm::Int(0)};
+        tdstore::core::WriteOptions options;
+        options.index = &row;
+        dict.write({step}, options);
+      }
       char ack = 0;
       if (read(acks, &ack, 1) != 1) {
         std::cerr << "causal_writer: no acknowledgement of step " << i << "\n";

@@ -23,8 +23,9 @@ const std::string& DaemonUnixAddress();
 // The shared daemon's Redis: standalone or cluster (TDSTORE_TEST_BACKEND).
 TestRedis& SharedRedis();
 
-// Every Redis key of a namespace of SharedRedis() with its DUMP: equal
-// snapshots mean byte-for-byte equal state (a refused call wrote nothing).
+// Every Redis key of a namespace of SharedRedis() with its content (its
+// type, and its value, fields or members in a fixed order): equal
+// snapshots mean equal state (a refused call wrote nothing).
 std::map<std::string, std::string> NamespaceSnapshot(const std::string& ns);
 
 // A dict name no other test uses: "<suite>.<test>.<n>", valid for tdstore.

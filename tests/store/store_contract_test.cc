@@ -679,6 +679,59 @@ TEST_F(StoreContract, CountersAddCompareAndSwapAndRefuseOverflow) {
   EXPECT_EQ(op(CounterOp::Kind::kGet, 0)->value, std::numeric_limits<int64_t>::max());
 }
 
+// VersionAfter (store_values.h): a version a call's result carries was read
+// at or after the call took effect, so with nothing else changing the dict
+// it is the version now; never an older one. The memory store and a
+// standalone Redis read it in the call's own step for indexed reads,
+// indexed writes and counters; a cluster for counters (their script).
+TEST_F(StoreContract, AVersionReadAfterACallIsTheVersionNow) {
+  const DictSchema made = Create("d", {4}, {{"x", 2}});
+  const DictRef ref{"d", made.meta.id};
+  const std::string backend = sut_->backend();
+  int carried = 0;
+  auto check = [&](const std::optional<SchemaVersionSeen>& after, const std::string& call) {
+    auto now = store().SchemaVersion(ref);
+    ASSERT_TRUE(now.ok()) << now.status();
+    if (!after) return;
+    ++carried;
+    EXPECT_EQ(after->id, made.meta.id) << call;
+    EXPECT_EQ(after->version, now->version) << call;
+  };
+  auto read = store().ReadIndexed(ref, {plan::IndexTerm::Positions({3, 0})}, {});
+  ASSERT_TRUE(read.ok()) << read.status();
+  check(read->version_after, "an indexed read");
+  MemoryBudget::Lease lease = store().budget().Empty();
+  std::vector<IndexedWriteValue> values(1);
+  values[0] = {{"x"}, DType::kFloat32, {2}, F32Bytes({1, 2})};
+  auto written = store().WriteIndexed(ref, {plan::IndexTerm::Int(1)}, values, lease);
+  ASSERT_TRUE(written.ok()) << written.status();
+  check(written->version_after, "an indexed write");
+  // A write that creates a leaf moves the version: the one after is the new.
+  values[0] = {{"y"}, DType::kFloat32, {}, F32Bytes({5})};
+  auto creating = store().WriteIndexed(ref, {plan::IndexTerm::Int(2)}, values, lease);
+  ASSERT_TRUE(creating.ok()) << creating.status();
+  check(creating->version_after, "an indexed write that creates a leaf");
+  if (creating->version_after) {
+    EXPECT_GT(creating->version_after->version, made.meta.version);
+  }
+  for (CounterOp::Kind kind :
+       {CounterOp::Kind::kAdd, CounterOp::Kind::kGet, CounterOp::Kind::kCas}) {
+    CounterOp op;
+    op.kind = kind;
+    op.name = "c";
+    op.delta = 2;
+    op.expected = 2;
+    op.new_value = 7;
+    auto counted = store().Counter(ref, op);
+    ASSERT_TRUE(counted.ok()) << counted.status();
+    ASSERT_TRUE(counted->version_after.has_value()) << "a counter on " << backend;
+    check(counted->version_after, "a counter");
+  }
+  if (backend != "cluster") {
+    EXPECT_EQ(carried, 6) << backend;
+  }
+}
+
 TEST_F(StoreContract, RingAppendsWrapAndCount) {
   const DictSchema made = Create("d", {4}, {{"x", 1}});
   const DictRef ref{"d", made.meta.id};
