@@ -4,8 +4,9 @@
 
 Needs a redis-server on 127.0.0.1:7777 (each daemon gets its own namespace).
 Alternates the two daemons per case and round; prints the medians of the
-rounds' medians (300 calls each, after 20 warm-up calls). Used for
-docs/benchmarks.md, *The cost of causal schema reads*.
+rounds' medians (300 calls each, or as many as fit in 3 s, after 20 warm-up
+calls). Used for docs/benchmarks.md, *The cost of causal schema reads* and
+issue #33's table.
 """
 import statistics
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import time
 
 import torch
+from tensordict import TensorDict
 
 from tdstore import TensorDictStore
 def start(binary, port):
@@ -30,6 +32,9 @@ for label, port in (("old", 7790), ("new", 7791)):
                   "reward": torch.rand(5000, 1)}
     td.rec = rec
     stores[label] = td
+LEAF = torch.rand(10000, 64)
+ROWS_256 = TensorDict({k: torch.rand(256, 64) for k in "abcde"}, [256])
+ROWS_STEP3 = TensorDict({k: torch.rand(3334, 64) for k in "abcde"}, [3334])
 cases = {
     "counter_get": lambda td: td.counter_get("c"),
     "td[42] read": lambda td: td[42].to_tensordict(),
@@ -38,6 +43,9 @@ cases = {
     "counter_add": lambda td: td.counter_add("c"),
     "sample 256 (record)": lambda td: td.rec[torch.randint(0, 5000, (256,))],
     "get leaf": lambda td: td["a"],
+    "set leaf (2.5 MiB)": lambda td: td.__setitem__("a", LEAF),
+    "write td[100:356]": lambda td: td.__setitem__(slice(100, 356), ROWS_256),
+    "write td[::3]": lambda td: td.__setitem__(slice(None, None, 3), ROWS_STEP3),
     "keys()": lambda td: list(td.keys()),
 }
 res = {c: {"old": [], "new": []} for c in cases}
@@ -47,7 +55,9 @@ for rnd in range(int(sys.argv[3]) if len(sys.argv) > 3 else 3):
             td = stores[label]
             for _ in range(20): f(td)
             ts = []
-            for _ in range(300):
+            spent = time.perf_counter()
+            # 300 calls, or as many as fit in 3 s (at least 10)
+            while len(ts) < 300 and (len(ts) < 10 or time.perf_counter() - spent < 3):
                 a = time.perf_counter(); f(td); ts.append(time.perf_counter() - a)
             res[c][label].append(statistics.median(ts) * 1e3)
 print(f"{'case':20} {'before ms':>10} {'after ms':>10} {'after/before':>12}")
