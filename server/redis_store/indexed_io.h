@@ -6,7 +6,8 @@
 // *all* leaves are grouped by storage block, and each block is served by one
 // call: for a read, a plain GETRANGE when the block needs one range, else
 // its GETRANGEs in one MULTI/EXEC; for a write, write_runs.lua with every
-// run of every leaf in that block.
+// run of every leaf in that block (runs at a fixed stride, as a step slice's
+// rows, as one group: one argument of bytes, sent in place).
 // So all selected rows of all leaves within one block are read or written
 // atomically together; rows in different blocks are not (a reader may see
 // block 1 before and block 2 after a concurrent write). Every block call of

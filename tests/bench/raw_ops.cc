@@ -388,10 +388,13 @@ absl::Status RawOps::WriteIndexed(const RawDict& dict, const plan::IndexSpec& in
     if (td || b.runs.size() > 1) {
       // tdstored's write_runs.lua, or the ideal's own script (the same
       // arguments): (key number, offset, the run's bytes) per run.
-      storage.reserve(1 + 2 * b.runs.size());
+      storage.reserve(2 + 2 * b.runs.size());
       storage.push_back(std::to_string(b.keys.size()));
       argv.Add("EVALSHA").Add(td ? td_write_sha_ : write_sha_).Add(storage.back());
       for (const std::string& k : b.keys) argv.Add(k);
+      // write_runs.lua's count of fixed-stride groups first: none here (the
+      // replay scenarios' rows are random, as tdstored's single runs).
+      if (td) argv.Add(storage.emplace_back("0"));
       for (const BlockPlan::Run& r : b.runs) {
         argv.Add(storage.emplace_back(std::to_string(r.key)));
         argv.Add(storage.emplace_back(std::to_string(r.offset)));

@@ -285,6 +285,84 @@ TEST_F(IndexedStoreTest, StaleGenerationIsReportedNotRecreated) {
   EXPECT_EQ(ReadWhole("d", {"x"}), "AzCDEFzH");
 }
 
+// write_runs.lua itself: its groups of fixed-stride runs and its single runs
+// write exactly their bytes, and a run reaching past a key's end, or into a
+// key that is gone, writes nothing at all.
+TEST_F(IndexedStoreTest, WriteRunsScriptWritesGroupsAndSingleRunsOrNothing) {
+  const std::string a = "{" + ns_ + "}:a";
+  const std::string b = "{" + ns_ + "}:b";
+  const Scripts& s = GetScripts();
+  auto eval = [&](std::vector<std::string> args) {
+    std::vector<std::string_view> views(args.begin(), args.end());
+    auto reply = client_->Eval(s.write_runs, {a, b}, views);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? std::string(reply->str()) : std::string("(no reply)");
+  };
+  redis_->Command({"SET", a, std::string(20, '.')});
+  redis_->Command({"SET", b, std::string(10, '.')});
+  // a: 3 runs of 2 bytes from 1, stride 5; b: one of 3 bytes from 4, then a
+  // single run into a and one into b.
+  eval({"2", "1", "1", "5", "2", "AABBCC", "2", "4", "3", "3", "xyz", "1", "18", "ZZ", "2", "0", "q"});
+  EXPECT_EQ(redis_->Command({"GET", a}).at(0), ".AA...BB...CC.....ZZ");
+  EXPECT_EQ(redis_->Command({"GET", b}).at(0), "q...xyz...");
+
+  // The last run of a group one byte past b's end: TDSTALE, and nothing
+  // written, not even the runs that fit.
+  EXPECT_EQ(eval({"1", "2", "0", "9", "2", "1111", "1", "0", "!"}).substr(0, 7), "TDSTALE");
+  EXPECT_EQ(eval({"1", "2", "0", "8", "3", "222333", "1", "0", "!"}).substr(0, 7), "TDSTALE");
+  EXPECT_EQ(redis_->Command({"GET", a}).at(0), ".AA...BB...CC.....ZZ");
+  EXPECT_EQ(redis_->Command({"GET", b}).at(0), "q...xyz...");
+  // A key that is gone is not recreated.
+  redis_->Command({"DEL", b});
+  EXPECT_EQ(eval({"1", "1", "0", "3", "1", "123", "2", "0", "x"}).substr(0, 7), "TDSTALE");
+  EXPECT_EQ(redis_->Command({"EXISTS", b}).at(0), "0");
+  EXPECT_EQ(redis_->Command({"GET", a}).at(0), ".AA...BB...CC.....ZZ");
+  // Malformed groups are refused, not guessed at: bytes that are not whole
+  // runs, a stride shorter than a run.
+  EXPECT_NE(eval({"1", "1", "0", "3", "2", "123"}).find("malformed"), std::string::npos);
+  EXPECT_NE(eval({"1", "1", "0", "1", "2", "1234"}).find("malformed"), std::string::npos);
+  EXPECT_EQ(redis_->Command({"GET", a}).at(0), ".AA...BB...CC.....ZZ");
+}
+
+// A step slice written from a schema whose leaf was replaced meanwhile: the
+// block's call holds a group for each leaf, the replaced leaf's key is gone,
+// and the script refuses the whole block, so the other leaf is untouched too.
+TEST_F(IndexedStoreTest, StridedWriteIntoAReplacedGenerationIsStaleAndWritesNothing) {
+  ASSERT_TRUE(store_->CreateDict("d", {200}, 100, 1000).ok());
+  WriteWhole("d", {"x"}, DType::kFloat32, {200, 2}, RandomBytes(1600, 1));
+  WriteWhole("d", {"y"}, DType::kUInt8, {200}, RandomBytes(200, 2));
+  auto old_schema = store_->LoadDict("d");
+  ASSERT_TRUE(old_schema.ok());
+  WriteWhole("d", {"x"}, DType::kFloat32, {200, 2}, RandomBytes(1600, 3));  // replaces x
+  const std::vector<std::string> before = Snapshot();
+
+  auto resolved = ResolveIndex({IndexTerm::Slice(1, std::nullopt, 3)}, {200});
+  ASSERT_TRUE(resolved.ok());
+  const std::string x_values = RandomBytes(resolved->cells.size() * 8, 4);
+  const std::string y_values = RandomBytes(resolved->cells.size(), 5);
+  absl::Status write = WriteIndexed(*store_, *old_schema, *resolved,
+                                    {{old_schema->Find({"x"}), x_values},
+                                     {old_schema->Find({"y"}), y_values}});
+  EXPECT_TRUE(IsStale(write)) << write;
+  EXPECT_EQ(Snapshot(), before) << "a stale strided write changed Redis";
+
+  // From the current schema the same write lands, on every selected row and
+  // no other.
+  auto written = WriteIndexedLeaves(store_.get(), "d", {IndexTerm::Slice(1, std::nullopt, 3)},
+                                    {{{"x"}, DType::kFloat32, {67, 2}, x_values},
+                                     {{"y"}, DType::kUInt8, {67}, y_values}});
+  ASSERT_TRUE(written.ok()) << written.status();
+  std::string x = RandomBytes(1600, 3);
+  std::string y = RandomBytes(200, 2);
+  for (size_t i = 0; i < resolved->cells.size(); ++i) {
+    const size_t row = static_cast<size_t>(resolved->cells[i]);
+    x.replace(row * 8, 8, x_values, i * 8, 8);
+    y[row] = y_values[i];
+  }
+  EXPECT_EQ(ReadWhole("d", {"x"}), x);
+  EXPECT_EQ(ReadWhole("d", {"y"}), y);
+}
+
 TEST_F(IndexedStoreTest, ScriptsAreReloadedAfterScriptFlush) {
   ASSERT_TRUE(store_->CreateDict("d", {8}, 2, 100).ok());
   WriteWhole("d", {"x"}, DType::kUInt8, {8}, "abcdefgh");
