@@ -7,6 +7,7 @@
 #include "common/str_cat.h"
 #include "server/redis/make_client.h"
 #include "server/redis_store/dict_store.h"
+#include "server/redis_store/lua_scripts.h"
 #include "server/redis_store/redis_store.h"
 #include "server/redis_store/schema_watch.h"
 #include "server/store/memory_store.h"
@@ -35,6 +36,9 @@ class RedisStoreUnderTest final : public StoreUnderTest {
     if (!redis.ok()) return redis.status();
     auto client = redis::MakeRedisClient((*redis)->url(), "", redis::ConnectOptions{});
     if (!client.ok()) return client.status();
+    // As tdstored does at start-up: a NOSCRIPT reload is for a Redis that
+    // restarted or flushed its scripts since, not the first call's path.
+    if (auto s = PreloadScripts(**client); !s.ok()) return s;
     static std::atomic<int> next{0};
     options.ns = StrCat("contract", next.fetch_add(1), "_", std::chrono::steady_clock::now()
                                                                .time_since_epoch()
