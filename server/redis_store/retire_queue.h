@@ -20,7 +20,11 @@
 // the entry returns the bytes, once. If tdstored dies with generations
 // queued, their entries stay parked and the next sweep of any daemon on the
 // Redis drops them (sweeper.h). A drop that fails is logged and left to the
-// sweeper too.
+// sweeper too. A daemon killed between a drop's HDEL and its release
+// leaves the counter high by that generation (two slots, so not one atomic
+// step: refusing early, never late, as for every removal,
+// docs/storage-layout.md, *Quota accounting*); the worker drops one
+// generation at a time, so a crash costs at most one.
 //
 // Bounded: at most `max_queued` generations wait (each holds Redis memory
 // until dropped). Push refuses beyond it and the caller drops the

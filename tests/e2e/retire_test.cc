@@ -115,11 +115,18 @@ TEST_F(E2eRetire, ADaemonKilledBeforeItsDropsLeavesThemToAnotherDaemonsSweep) {
   std::cout << "parked after the kill: " << PendingEntries(ns_, id) << " generation(s)\n";
   DaemonProcess sweeper;
   Start(sweeper, 50);
+  // No block and no entry is left. The counter may stay high by the one
+  // generation the worker was dropping if the kill fell between its HDEL
+  // and its release (not atomic: two slots; docs/storage-layout.md, *Quota
+  // accounting*): refusing early, never late, and never more than one,
+  // since the worker drops one at a time.
   EXPECT_TRUE(Eventually([&] {
     return DataKeys(ns_).size() == static_cast<size_t>(kRows) && PendingEntries(ns_, id) == 0 &&
-           UsedBytes(ns_) == kLeafBytes;
+           (UsedBytes(ns_) == kLeafBytes || UsedBytes(ns_) == 2 * kLeafBytes);
   })) << DataKeys(ns_).size() << " data keys, " << PendingEntries(ns_, id)
       << " pending entries, " << UsedBytes(ns_) << " bytes counted";
+  // Settled: the sweeps have nothing left to return.
+  EXPECT_TRUE(UsedBytes(ns_) == kLeafBytes || UsedBytes(ns_) == 2 * kLeafBytes) << UsedBytes(ns_);
   Client client(sweeper.address());
   EXPECT_TRUE(client.open("d").get("x").equal(at::full({kRows, kCols}, 29.0f)));
   client.drop("d");
