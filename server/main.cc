@@ -226,6 +226,9 @@ int Run(int argc, char** argv) {
     store_owner = std::move(memory);
   } else {
     dicts = std::make_unique<store::DictStore>(redis_client.get(), config->store);
+    // A write's replaced generation is deleted after its answer, on a worker
+    // (redis_store/retire_queue.h); the sweeper covers a crash in between.
+    dicts->RetireInBackground();
     sweeper = std::make_unique<store::Sweeper>(dicts.get(), metrics_owner.get());
     sweeper->Start(config->sweep_interval);
     // Subscribes to schema changes, for WatchSchema (redis_store/schema_watch.h).
@@ -391,6 +394,8 @@ int Run(int argc, char** argv) {
   }
   server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
+  // Before the sweeper: what the last writes retired is dropped now.
+  if (dicts) dicts->StopRetiring();
   if (sweeper) sweeper->Stop();
   if (embedded) embedded->Stop();
   if (!config->unix_socket.empty()) unlink(config->unix_socket.c_str());

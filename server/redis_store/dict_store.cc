@@ -33,6 +33,27 @@ DictStore::DictStore(redis::RedisClient* redis, StoreOptions options)
       keys_(options_.ns),
       budget_(options_.memory_budget_bytes, options_.memory_budget_wait) {}
 
+DictStore::~DictStore() { StopRetiring(); }
+
+void DictStore::RetireInBackground() {
+  if (retire_ != nullptr) return;
+  retire_ = std::make_unique<RetireQueue>(
+      [this](const DictMeta& meta, const LeafRecord& record) { return DropRetired(meta, record); });
+}
+
+void DictStore::StopRetiring() {
+  if (retire_ != nullptr) retire_->Stop();
+}
+
+void DictStore::RetireLater(const DictMeta& meta, const LeafRecord& record) {
+  if (retire_ != nullptr && retire_->Push(meta, record)) return;
+  absl::Status s = DropRetired(meta, record);
+  if (!s.ok()) {
+    LogWarning(StrCat("could not delete replaced generation ", record.generation, " of dict ",
+                      meta.id, " (the sweeper will): ", s.ToString()));
+  }
+}
+
 absl::Status DictStore::CheckDictQuota(const DictMeta& meta, int64_t bytes_after) const {
   return store::CheckDictQuota(options_, meta, bytes_after);
 }
@@ -47,12 +68,54 @@ absl::Status DictStore::ReserveBytes(int64_t bytes, std::string_view what) {
   auto reply = redis_->Eval(GetScripts().reserve_bytes, {counter},
                             {StrCat(bytes), StrCat(options_.namespace_quota_bytes)});
   if (!reply.ok()) return reply.status();
-  if (ErrorTag(*reply) == "TDQUOTA") {
+  return ReserveReplyStatus(*reply, bytes, what);
+}
+
+absl::Status DictStore::ReserveReplyStatus(const redis::Reply& reply, int64_t bytes,
+                                           std::string_view what) const {
+  if (ErrorTag(reply) == "TDQUOTA") {
     int64_t used = 0;
-    (void)absl::SimpleAtoi(std::string(ErrorDetail(*reply)), &used);
+    (void)absl::SimpleAtoi(std::string(ErrorDetail(reply)), &used);
     return QuotaError(used, bytes, what);
   }
-  return ReplyStatus(*reply, "reserve stored bytes");
+  return ReplyStatus(reply, "reserve stored bytes");
+}
+
+absl::Status DictStore::ProbeAndReserveBytes(const DictSchema& cached, int64_t bytes,
+                                             std::string_view what, bool* current) {
+  *current = false;
+  const std::string_view name = cached.meta.name;
+  auto pipe = redis_->NewPipeline(3);
+  if (!pipe.ok()) return pipe.status();
+  if (auto s = SendProbe(**pipe, keys_, cached, name); !s.ok()) return s;
+  const redis::Script& script = GetScripts().reserve_bytes;
+  const std::string counter = keys_.UsedBytes();
+  const std::string delta = StrCat(bytes), quota = StrCat(options_.namespace_quota_bytes);
+  const bool reserving = bytes > 0;
+  if (reserving) {
+    // Sent before the probe's answer: a reservation is no write of the
+    // dict's, and it is taken back below if the probe fails.
+    if (auto s = (*pipe)->Send(counter, {"EVALSHA", script.sha1(), "1", counter, delta, quota});
+        !s.ok()) {
+      return s;
+    }
+  }
+  absl::Status probe = ReceiveProbe(**pipe, cached, name);
+  if (!reserving) {
+    *current = probe.ok();
+    return probe;
+  }
+  auto reply = (*pipe)->Receive();
+  if (!reply.ok()) return probe.ok() ? reply.status() : probe;  // the counter may stay high
+  const bool noscript = reply->is_error() && reply->str().substr(0, 8) == "NOSCRIPT";
+  if (!probe.ok()) {
+    if (!noscript && ReserveReplyStatus(*reply, bytes, what).ok()) ReleaseBytes(bytes);
+    return probe;
+  }
+  *current = true;
+  // Redis lost its scripts (restart, flush): Eval loads it and runs it again.
+  if (noscript) return ReserveBytes(bytes, what);
+  return ReserveReplyStatus(*reply, bytes, what);
 }
 
 void DictStore::ReleaseBytes(int64_t bytes) {

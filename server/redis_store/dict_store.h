@@ -41,6 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/redis_store/key_schema.h"
+#include "server/redis_store/retire_queue.h"
 #include "common/path.h"
 #include "common/shape.h"
 #include "server/redis/redis_client.h"
@@ -64,6 +65,7 @@ class DictStore {
  public:
   // `redis` must outlive the store.
   DictStore(redis::RedisClient* redis, StoreOptions options);
+  ~DictStore();  // drops what RetireLater still holds (StopRetiring)
 
   const StoreOptions& options() const { return options_; }
   const KeySchema& keys() const { return keys_; }
@@ -111,6 +113,14 @@ class DictStore {
   // (RESOURCE_EXHAUSTED naming --namespace-quota-bytes; nothing changed).
   // `what` says what the bytes are for, in the message.
   absl::Status ReserveBytes(int64_t bytes, std::string_view what);
+  // The same in the round trip of the schema probe of `cached`, a schema
+  // from the cache (schema_cache.h; `cached.meta.name` is the name probed):
+  // *current says whether the probe proved it current. If it did not, the
+  // probe's status is returned (stale, NOT_FOUND, UNAVAILABLE) and nothing
+  // stays reserved (unless the connection broke: then the counter may stay
+  // high, refusing early, never late).
+  absl::Status ProbeAndReserveBytes(const DictSchema& cached, int64_t bytes,
+                                    std::string_view what, bool* current);
   // Returns bytes to the namespace counter. Best effort: a failure leaves
   // the counter high (logged).
   void ReleaseBytes(int64_t bytes);
@@ -208,6 +218,20 @@ class DictStore {
   // the entry.
   absl::Status DropRetired(const DictMeta& meta, const LeafRecord& record);
 
+  // The same, after the caller's answer: queued for a worker thread
+  // (retire_queue.h: why it cannot leak nor return the bytes twice) once
+  // RetireInBackground has started one; dropped right here otherwise, or
+  // when the queue is full. Failures are logged and left to the sweeper,
+  // which finds the parked entry.
+  void RetireLater(const DictMeta& meta, const LeafRecord& record);
+  // Starts RetireLater's worker (tdstored does, before serving; tools and
+  // most tests keep the drops synchronous). Call once, before any
+  // RetireLater.
+  void RetireInBackground();
+  // Drops what is queued and ends the worker; RetireLater drops in the
+  // caller from then on. Idempotent.
+  void StopRetiring();
+
   // The ids of every dict in the catalog (for the sweeper).
   absl::StatusOr<std::vector<std::string>> ListDictIds();
   // Schema by id; NOT_FOUND if its meta is gone.
@@ -220,12 +244,18 @@ class DictStore {
 
  private:
   absl::Status QuotaError(int64_t used, int64_t bytes, std::string_view what) const;
+  // What reserve_bytes.lua's reply to a reservation of `bytes` means.
+  absl::Status ReserveReplyStatus(const redis::Reply& reply, int64_t bytes,
+                                  std::string_view what) const;
 
   redis::RedisClient* const redis_;
   const StoreOptions options_;
   const KeySchema keys_;
   mutable MemoryBudget budget_;
   mutable SchemaCache cache_;
+  // Set once by RetireInBackground, before the store serves; last, so that
+  // its worker stops before the members its drops use go.
+  std::unique_ptr<RetireQueue> retire_;
 };
 
 }  // namespace tdstore::store

@@ -27,9 +27,27 @@ int64_t NowMs() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WriteTxn>> WriteTxn::Begin(DictStore* store, const DictRef& ref) {
+  if (std::shared_ptr<const DictSchema> cached = store->Cached(ref); cached != nullptr) {
+    // Proven current by the probe that rides with the first reservation
+    // (Reserve), or replaced by a fresh load if it fails or refuses.
+    std::unique_ptr<WriteTxn> txn = Begin(store, *cached);
+    txn->unproven_ref_id_ = std::string(ref.id);
+    return txn;
+  }
   auto schema = store->Load(ref);
   if (!schema.ok()) return schema.status();
   return Begin(store, *std::move(schema));
+}
+
+absl::Status WriteTxn::LoadFreshSchema() {
+  // Only before the first leaf: nothing checked so far depends on it.
+  const std::string name = schema_.meta.name, id = std::move(unproven_ref_id_);
+  unproven_ref_id_.clear();
+  auto schema = store_->Load(DictRef(name, id));
+  if (!schema.ok()) return schema.status();
+  schema_ = *std::move(schema);
+  bytes_after_commit_ = schema_.StoredBytes();
+  return absl::OkStatus();
 }
 
 std::unique_ptr<WriteTxn> WriteTxn::Begin(DictStore* store, DictSchema schema) {
@@ -100,9 +118,23 @@ absl::Status WriteTxn::CheckReadyForLeaf() {
 
 absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
                                  int64_t byte_size) {
+  if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
+  absl::Status status = BeginLeafOn(path, leaf, byte_size);
+  if (status.ok() || unproven_ref_id_.empty()) return status;
+  // Refused on a cached schema before its probe proved it current, or by
+  // that probe (stale, or the name gone). Nothing was written and nothing
+  // is reserved (the first leaf's abort had nothing to undo), and the
+  // schema's age may be the reason: decide again on the schema as it is
+  // now. A name that is really gone is NOT_FOUND from the load.
+  done_ = false;
+  if (auto s = LoadFreshSchema(); !s.ok()) return Fail(s);
+  return BeginLeafOn(path, leaf, byte_size);
+}
+
+absl::Status WriteTxn::BeginLeafOn(const LeafPath& path, const LeafRecord& leaf,
+                                   int64_t byte_size) {
   const DType dtype = leaf.dtype;
   const Shape& shape = leaf.shape;
-  if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
 
   // --- Validate the header against the dict before touching Redis. --------
   if (auto s = CheckLeafHeader(schema_.meta.batch_shape, path, leaf, byte_size); !s.ok()) {
@@ -146,6 +178,10 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
 
 absl::Status WriteTxn::BeginRecord(const std::vector<Leaf>& fields) {
   if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
+  // A record is formed from a schema just loaded (never seen from the cache).
+  if (!unproven_ref_id_.empty()) {
+    if (auto s = LoadFreshSchema(); !s.ok()) return Fail(s);
+  }
   const Shape& batch = schema_.meta.batch_shape;
   if (batch.empty() || fields.empty()) {
     return Fail(absl::InternalError("a record needs batch dims and leaves"));
@@ -189,11 +225,20 @@ absl::Status WriteTxn::Reserve(const LeafPath& path, LeafRecord record, int64_t 
   // generation until its blocks are deleted, as Redis does.
   const int64_t after = bytes_after_commit_ + byte_size - replaced_bytes;
   if (auto s = store_->CheckDictQuota(schema_.meta, after); !s.ok()) return Fail(s);
-  if (auto s = store_->ReserveBytes(
-          byte_size, StrCat(fields.empty() ? StrCat("leaf ", QuotedPath(path), " of") : "the record of",
-                            " dict '", schema_.meta.name, "'"));
-      !s.ok()) {
-    return Fail(s);
+  const std::string what =
+      StrCat(fields.empty() ? StrCat("leaf ", QuotedPath(path), " of") : "the record of", " dict '",
+             schema_.meta.name, "'");
+  if (unproven_ref_id_.empty()) {
+    if (auto s = store_->ReserveBytes(byte_size, what); !s.ok()) return Fail(s);
+  } else {
+    // A schema from the cache: the probe that proves it current costs no
+    // round trip of its own, it rides with the reservation. Until it has
+    // answered, every check above was made on a schema that may be old;
+    // if it failed, BeginLeaf checks again on a fresh one.
+    bool current = false;
+    absl::Status s = store_->ProbeAndReserveBytes(schema_, byte_size, what, &current);
+    if (current) unproven_ref_id_.clear();
+    if (!s.ok()) return Fail(s);
   }
   unrecorded_reserved_ = byte_size;
   bytes_after_commit_ = after;
@@ -454,19 +499,22 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
   std::set<int64_t> dropped;  // a record's kept leaves share one generation
   for (size_t i = 0; i < committed.size(); ++i) {
     std::string_view old = (*reply)[i + 1].str();
+    // Generations the script parked (ours that lost a create race, or the
+    // one a leaf replaced) are deleted after the answer, not before it:
+    // nothing can reach them any more, and their parked entries make sure
+    // they go even if this daemon dies first (DictStore::RetireLater).
     if (old == "kept") {
       // Someone created this path (or the record) first; ours was parked
       // for deletion.
       if (dropped.insert(committed[i]->record.generation).second) {
-        (void)store_->DropRetired(schema_.meta, committed[i]->record);
+        store_->RetireLater(schema_.meta, committed[i]->record);
       }
       continue;
     }
     result.written.push_back(*committed[i]);
     if (old.empty()) continue;
     auto record = DecodeLeafRecord(old);
-    // Best effort: on failure the sweeper finds the parked entry later.
-    if (record.ok()) (void)store_->DropRetired(schema_.meta, *record);
+    if (record.ok()) store_->RetireLater(schema_.meta, *record);
   }
   // The version moved one step: nothing but this commit changed the
   // schema, which is therefore known without reading it.

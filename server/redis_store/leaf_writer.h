@@ -7,21 +7,41 @@
 //   txn->BeginLeaf(...); txn->Append(...);  // more leaves
 //   auto result = txn->Commit();            // all visible, or none
 //
-// Protocol with Redis (docs/storage-layout.md): each leaf gets a fresh
-// generation from begin_write.lua, which also records it as *pending* with an
-// expiry; its bytes go to that generation's block keys as pipelined SETRANGE
-// windows (a part that fits one window as one SET); commit_leaves.lua flips every leaf record to its new generation in
-// one step and drops the pending entries; the replaced generations' blocks
-// are deleted afterwards. Until the commit no reader can see the new blocks.
-// A transaction destroyed without Commit() deletes what it wrote (Abort); a
-// daemon that dies mid-write leaves pending entries the sweeper removes.
+// Protocol with Redis (docs/storage-layout.md), and the round trips a
+// one-leaf write waits for (4; 8 before issue #33):
+//  1. the schema: from the cache when it holds the dict (no round trip),
+//     proven current by the probe that rides with step 2; else loaded
+//     (one round trip more). A cached schema that refuses the header, or
+//     that the probe finds stale, is replaced by a fresh load and the leaf
+//     checked again, before anything is written;
+//  2. the quotas: the dict's checked here, the namespace's reserved
+//     (reserve_bytes.lua), with the probe in the same pipeline;
+//  3. begin_write.lua gives the leaf a fresh generation and records it as
+//     *pending* with an expiry. Its answer is awaited: the generation names
+//     the block keys, and the namespace reservation must have succeeded
+//     before the entry (which the sweeper returns bytes for) exists;
+//  4. the bytes go to that generation's block keys as pipelined SETRANGE
+//     windows (a part that fits one window as one SET), 8 in flight; every
+//     reply is read before the commit, so no lost or failed window can be
+//     committed (the blocks live in other slots than the commit script's,
+//     which cannot check them);
+//  5. commit_leaves.lua flips every leaf record to its new generation in
+//     one step, drops the pending entries and parks each replaced
+//     generation in the pending hash as expired;
+//  6. after the answer, not before it: the parked generations' blocks are
+//     deleted, their entries removed and their bytes returned
+//     (DictStore::RetireLater: on tdstored's retire worker; a daemon that
+//     dies first leaves the parked entries to the next sweep).
+// Until the commit no reader can see the new blocks. A transaction
+// destroyed without Commit() deletes what it wrote (Abort); a daemon that
+// dies mid-write leaves pending entries the sweeper removes.
 //
 // Quotas (dict_store.h): BeginLeaf checks the dict's quota against the
 // dict as it will be after the commit, then reserves the leaf's bytes in
 // the namespace counter, before anything of the leaf is written; either
 // refusal is RESOURCE_EXHAUSTED. The reservation follows the generation:
 // returned when it is aborted, or when the generation it replaced is
-// deleted after the commit.
+// deleted after the commit (step 6).
 //
 // Memory: the pipeline's windows in flight are leased from the store's
 // budget when the first data arrives (RESOURCE_EXHAUSTED if it stays full).
@@ -65,8 +85,13 @@ enum class CommitMode {
 
 class WriteTxn {
  public:
-  // Loads the dict's schema (DictStore::Load). NOT_FOUND if it does not
-  // exist (or, by id, no longer under that name).
+  // Writes into the dict `ref` names. By id, with its schema in the cache
+  // (schema_cache.h): no round trip here; the first leaf's reservation
+  // carries the schema probe, and a leaf refused on the cached schema, or a
+  // probe that finds it stale, makes BeginLeaf load the schema and decide
+  // again. Otherwise it loads the schema now (DictStore::Load). NOT_FOUND
+  // if the dict does not exist (or, by id, no longer under that name),
+  // here or at the first BeginLeaf.
   static absl::StatusOr<std::unique_ptr<WriteTxn>> Begin(DictStore* store, const DictRef& ref);
   // Writes into the dict `schema` describes, as just loaded. A schema that
   // is stale by then is caught where it matters: the scripts refuse a
@@ -126,6 +151,13 @@ class WriteTxn {
   absl::Status Reserve(const LeafPath& path, LeafRecord record, int64_t byte_size,
                        int64_t replaced_bytes, std::vector<Leaf> fields);
 
+  // BeginLeaf's work on schema_ as it stands (BeginLeaf retries it once on
+  // a fresh schema).
+  absl::Status BeginLeafOn(const LeafPath& path, const LeafRecord& leaf, int64_t byte_size);
+  // Replaces a cached schema not yet proven current by the schema loaded
+  // now; before the first leaf only.
+  absl::Status LoadFreshSchema();
+
   WriteTxn(DictStore* store, DictSchema schema);
   absl::Status Fail(absl::Status status);  // aborts, returns status
   absl::Status OpenPipeline();
@@ -147,6 +179,9 @@ class WriteTxn {
   int64_t unrecorded_reserved_ = 0;
   bool refuse_if_locked_ = false;
   bool done_ = false;
+  // Non-empty while schema_ came from the cache and no probe has proven it
+  // current yet: the id the caller's ref named (the name is schema_'s).
+  std::string unproven_ref_id_;
 };
 
 }  // namespace tdstore::store

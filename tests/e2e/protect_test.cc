@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <dirent.h>
 
 #include <cstdlib>
@@ -164,6 +165,12 @@ TEST_F(E2eQuota, EveryOversizedWriteIsRefusedBeforeWritingAnything) {
   client.drop("c");
   EXPECT_EQ(UsedBytesCounter(kNs), 1000000);
   a.set("x", at::rand({1000, 700}));  // 2.8 MB replaces 1 MB
+  // The old 1 MB go after the answer (tdstored's retire worker): wait for
+  // them, bounded.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (UsedBytesCounter(kNs) != 2800000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_EQ(UsedBytesCounter(kNs), 2800000);
   a.erase("x");
   EXPECT_EQ(UsedBytesCounter(kNs), 0);
