@@ -133,9 +133,6 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
 
 absl::Status WriteTxn::BeginLeafOn(const LeafPath& path, const LeafRecord& leaf,
                                    int64_t byte_size) {
-  const DType dtype = leaf.dtype;
-  const Shape& shape = leaf.shape;
-
   // --- Validate the header against the dict before touching Redis. --------
   if (auto s = CheckLeafHeader(schema_.meta.batch_shape, path, leaf, byte_size); !s.ok()) {
     return Fail(s);
@@ -156,18 +153,9 @@ absl::Status WriteTxn::BeginLeafOn(const LeafPath& path, const LeafRecord& leaf,
   // other; one in it is written by rows, its rows strided through every
   // block (store_checks.h).
   if (auto s = CheckNotRecordLeaf(schema_, path, replaced); !s.ok()) return Fail(s);
-  if (schema_.meta.locked &&
-      (refuse_if_locked_ || replaced == nullptr || replaced->record.dtype != dtype ||
-       replaced->record.shape != shape || replaced->record.kind != leaf.kind ||
-       (leaf.kind == LeafKind::kRagged && replaced->record.value != leaf.value))) {
-    // Early, before any data moves; commit_leaves.lua decides atomically.
-    return Fail(LockedError(
-        schema_.meta.name,
-        StrCat(replaced == nullptr           ? "add leaf "
-               : refuse_if_locked_           ? "replace leaf "
-                                             : "reshape leaf ",
-               QuotedPath(path),
-               replaced != nullptr && refuse_if_locked_ ? " (set it in place instead)" : "")));
+  // Early, before any data moves; commit_leaves.lua decides atomically.
+  if (auto s = CheckLockedLeafWrite(schema_, path, replaced, leaf, refuse_if_locked_); !s.ok()) {
+    return Fail(s);
   }
   LeafRecord record = leaf;
   record.generation = 0;

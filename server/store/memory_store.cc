@@ -58,13 +58,6 @@ absl::Status CheckOneValues(const DictSchema& schema, const std::vector<Leaf>& w
   return absl::OkStatus();
 }
 
-// The same record but for the generation (and, but for a ragged leaf, the
-// one value): what a locked dict lets a write change.
-bool SameSchema(const LeafRecord& a, const LeafRecord& b) {
-  return a.dtype == b.dtype && a.shape == b.shape && a.kind == b.kind &&
-         (a.kind != LeafKind::kRagged || a.value == b.value);
-}
-
 }  // namespace
 
 // --- The whole-leaf write ------------------------------------------------------
@@ -99,15 +92,9 @@ class MemoryStore::Write final : public LeafWrite {
     if (auto s = CheckOneValues(schema_, written, path); !s.ok()) return Fail(s);
     const Leaf* replaced = schema_.Find(path);
     if (auto s = CheckNotRecordLeaf(schema_, path, replaced); !s.ok()) return Fail(s);
-    if (schema_.meta.locked &&
-        (refuse_if_locked_ || replaced == nullptr || !SameSchema(replaced->record, leaf))) {
-      return Fail(LockedError(
-          schema_.meta.name,
-          StrCat(replaced == nullptr   ? "add leaf "
-                 : refuse_if_locked_   ? "replace leaf "
-                                       : "reshape leaf ",
-                 QuotedPath(path),
-                 replaced != nullptr && refuse_if_locked_ ? " (set it in place instead)" : "")));
+    if (auto s = CheckLockedLeafWrite(schema_, path, replaced, leaf, refuse_if_locked_);
+        !s.ok()) {
+      return Fail(s);
     }
     const int64_t after = bytes_after_ + byte_size - (replaced ? RecordBytes(replaced->record) : 0);
     if (auto s = CheckDictQuota(store_->options_, schema_.meta, after); !s.ok()) return Fail(s);
@@ -179,7 +166,7 @@ class MemoryStore::Write final : public LeafWrite {
     if (now.meta.locked) {
       for (const Pending& p : leaves_) {
         const Leaf* old = now.Find(p.leaf.path);
-        if (refuse_if_locked_ || old == nullptr || !SameSchema(old->record, p.leaf.record)) {
+        if (refuse_if_locked_ || old == nullptr || !SameLeafSchema(old->record, p.leaf.record)) {
           return FailLocked(LockedError(now.meta.name,
                                         StrCat(refuse_if_locked_ ? "replace leaf "
                                                                  : "add or reshape leaf ",

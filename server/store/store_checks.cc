@@ -177,4 +177,25 @@ absl::Status CheckLeafHeader(const Shape& batch_shape, const LeafPath& path,
       ShapeToString(leaf.shape), " of ", DTypeName(leaf.dtype), " (", *expected, " bytes)"));
 }
 
+bool SameLeafSchema(const LeafRecord& a, const LeafRecord& b) {
+  return a.dtype == b.dtype && a.shape == b.shape && a.kind == b.kind &&
+         (a.kind != LeafKind::kRagged || a.value == b.value);
+}
+
+absl::Status CheckLockedLeafWrite(const DictSchema& schema, const LeafPath& path,
+                                  const Leaf* replaced, const LeafRecord& leaf,
+                                  bool refuse_if_locked) {
+  if (!schema.meta.locked) return absl::OkStatus();
+  if (replaced != nullptr && SameLeafSchema(replaced->record, leaf) && !refuse_if_locked) {
+    return absl::OkStatus();
+  }
+  return LockedError(schema.meta.name,
+                     StrCat(replaced == nullptr ? "add leaf "
+                            : refuse_if_locked  ? "replace leaf "
+                                                : "reshape leaf ",
+                            QuotedPath(path),
+                            replaced != nullptr && refuse_if_locked ? " (set it in place instead)"
+                                                                    : ""));
+}
+
 }  // namespace tdstore::store

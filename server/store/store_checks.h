@@ -36,6 +36,19 @@ absl::Status CheckNotRecordLeaf(const DictSchema& schema, const LeafPath& path,
 absl::Status CheckLeafHeader(const Shape& batch_shape, const LeafPath& path,
                              const LeafRecord& leaf, int64_t byte_size);
 
+// True if `a` and `b` are one leaf's schema: dtype, shape, kind, and a
+// ragged leaf's cell dtype. What a locked dict keeps.
+bool SameLeafSchema(const LeafRecord& a, const LeafRecord& b);
+
+// FAILED_PRECONDITION if the dict is locked and a whole-leaf write of
+// `leaf` at `path` would change it: add a leaf, or give `replaced` (the
+// leaf there now, or null) another dtype, shape, kind or ragged cell
+// dtype; with `refuse_if_locked` (tensordict's td["k"] = v on a locked
+// TensorDict), any write of the leaf at all.
+absl::Status CheckLockedLeafWrite(const DictSchema& schema, const LeafPath& path,
+                                  const Leaf* replaced, const LeafRecord& leaf,
+                                  bool refuse_if_locked);
+
 // NOT_FOUND for a ref that names no dict (naming its id when it has one).
 absl::Status DictNotFound(const DictRef& ref);
 
