@@ -19,7 +19,7 @@
 #include "server/redis_store/leaf_writer.h"
 #include "server/redis_store/lua_scripts.h"
 #include "server/redis/make_client.h"
-#include "tests/support/test_redis.h"
+#include "tests/support/redis_suite_test.h"
 
 namespace tdstore::store {
 namespace {
@@ -29,25 +29,12 @@ using plan::IndexTerm;
 using plan::ResolvedIndex;
 using plan::ResolveIndex;
 
-using ::tdstore::testing::MakeTestRedis;
-using ::tdstore::testing::TestRedis;
+using ::tdstore::testing::RedisSuiteTest;
 
-class IndexedStoreTest : public ::testing::Test {
+class IndexedStoreTest : public RedisSuiteTest {
  protected:
-  static void SetUpTestSuite() {
-    // Standalone or cluster, from TDSTORE_TEST_BACKEND: ctest runs every
-    // test against both.
-    redis_ = MakeTestRedis().release();
-    absl::Status started = redis_->Start();
-    ASSERT_TRUE(started.ok()) << started;
-  }
-  static void TearDownTestSuite() {
-    delete redis_;
-    redis_ = nullptr;
-  }
-
   void SetUp() override {
-    ns_ = std::string("i") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ns_ = TestNamespace("i");
     auto client = redis::MakeRedisClient(redis_->url(), "", redis::ConnectOptions{});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
@@ -94,13 +81,10 @@ class IndexedStoreTest : public ::testing::Test {
     return out;
   }
 
-  static TestRedis* redis_;
   std::string ns_;
   std::unique_ptr<redis::RedisClient> client_;
   std::unique_ptr<DictStore> store_;
 };
-
-TestRedis* IndexedStoreTest::redis_ = nullptr;
 
 // A local model: the bytes td[index] selects, computed from ResolveIndex's
 // cells. (That ResolveIndex itself matches torch is index_torch_test's job;

@@ -23,28 +23,17 @@
 #include "server/redis_store/leaf_reader.h"
 #include "server/redis_store/leaf_writer.h"
 #include "server/redis_store/schema_cache.h"
-#include "tests/support/test_redis.h"
+#include "tests/support/redis_suite_test.h"
 
 namespace tdstore::store {
 namespace {
 
-using ::tdstore::testing::MakeTestRedis;
-using ::tdstore::testing::TestRedis;
+using ::tdstore::testing::RedisSuiteTest;
 
-class ResizeStoreTest : public ::testing::Test {
+class ResizeStoreTest : public RedisSuiteTest {
  protected:
-  static void SetUpTestSuite() {
-    redis_ = MakeTestRedis().release();
-    absl::Status started = redis_->Start();
-    ASSERT_TRUE(started.ok()) << started;
-  }
-  static void TearDownTestSuite() {
-    delete redis_;
-    redis_ = nullptr;
-  }
-
   void SetUp() override {
-    ns_ = std::string("rs") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ns_ = TestNamespace("rs");
     auto client = redis::MakeRedisClient(redis_->url(), "", redis::ConnectOptions{});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
@@ -119,14 +108,11 @@ class ResizeStoreTest : public ::testing::Test {
     }
   }
 
-  static TestRedis* redis_;
   int64_t quota_ = 0;
   std::string ns_;
   std::unique_ptr<redis::RedisClient> client_;
   std::unique_ptr<DictStore> store_;
 };
-
-TestRedis* ResizeStoreTest::redis_ = nullptr;
 
 // The model: a leaf is its C-order bytes; resizing to n rows keeps the
 // first min(old, n) rows' bytes and appends zero rows.

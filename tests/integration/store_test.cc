@@ -18,31 +18,18 @@
 #include "server/redis_store/leaf_writer.h"
 #include "server/redis_store/sweeper.h"
 #include "server/redis/make_client.h"
-#include "tests/support/test_redis.h"
+#include "tests/support/redis_suite_test.h"
 
 namespace tdstore::store {
 namespace {
 
-using ::tdstore::testing::MakeTestRedis;
-using ::tdstore::testing::TestRedis;
+using ::tdstore::testing::RedisSuiteTest;
 
-class StoreTest : public ::testing::Test {
+class StoreTest : public RedisSuiteTest {
  protected:
-  static void SetUpTestSuite() {
-    // Standalone or cluster, from TDSTORE_TEST_BACKEND: ctest runs every
-    // test against both.
-    redis_ = MakeTestRedis().release();
-    absl::Status started = redis_->Start();
-    ASSERT_TRUE(started.ok()) << started;
-  }
-  static void TearDownTestSuite() {
-    delete redis_;
-    redis_ = nullptr;
-  }
-
   void SetUp() override {
     // A namespace per test keeps tests independent within one Redis.
-    ns_ = std::string("t") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ns_ = TestNamespace("t");
     auto client = redis::MakeRedisClient(redis_->url(), "", redis::ConnectOptions{});
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
@@ -116,13 +103,10 @@ class StoreTest : public ::testing::Test {
     return out;
   }
 
-  static TestRedis* redis_;
   std::string ns_;
   std::unique_ptr<redis::RedisClient> client_;
   std::unique_ptr<DictStore> store_;
 };
-
-TestRedis* StoreTest::redis_ = nullptr;
 
 TEST_F(StoreTest, CreateDescribeListRenameDelete) {
   auto created = store_->CreateDict("a", {10, 2}, 4, 100);

@@ -22,28 +22,17 @@
 #include "server/redis_store/leaf_reader.h"
 #include "server/redis_store/leaf_writer.h"
 #include "server/redis_store/sweeper.h"
-#include "tests/support/test_redis.h"
+#include "tests/support/redis_suite_test.h"
 
 namespace tdstore::store {
 namespace {
 
-using ::tdstore::testing::MakeTestRedis;
-using ::tdstore::testing::TestRedis;
+using ::tdstore::testing::RedisSuiteTest;
 
-class WritePathTest : public ::testing::Test {
+class WritePathTest : public RedisSuiteTest {
  protected:
-  static void SetUpTestSuite() {
-    redis_ = MakeTestRedis().release();
-    absl::Status started = redis_->Start();
-    ASSERT_TRUE(started.ok()) << started;
-  }
-  static void TearDownTestSuite() {
-    delete redis_;
-    redis_ = nullptr;
-  }
-
   void SetUp() override {
-    ns_ = std::string("w") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ns_ = TestNamespace("w");
     for (const std::string& k : Keys()) redis_->Command({"DEL", k});
     options_.ns = ns_;
     options_.window_bytes = 64;  // many windows even for small leaves
@@ -123,14 +112,11 @@ class WritePathTest : public ::testing::Test {
     return true;
   }
 
-  static TestRedis* redis_;
   std::string ns_;
   StoreOptions options_;
   std::vector<std::unique_ptr<redis::RedisClient>> clients_;
   std::unique_ptr<DictStore> a_, b_;
 };
-
-TestRedis* WritePathTest::redis_ = nullptr;
 
 // Daemon a caches the schema; daemon b changes it. a's next write must see
 // b's change, decide on it, and never commit from the stale picture.
