@@ -6,13 +6,15 @@
 // Revisions: 1, the first tdstore.v1; 2, SmallWrite and SmallRead (sent to
 // every client: the bug revision 3 fixed); 3, optional frames only for a
 // client that accepts them (ReadLeavesRequest.accepts), the schema-version
-// trailer, and ServerInfo's revision and capabilities.
+// trailer, and ServerInfo's revision and capabilities; 4, the same-host
+// data path (ShmSpan; capability "shared_memory", reported only by a
+// tdstored that offers it, with ServerInfo.shm_socket).
 #ifndef TDSTORE_COMMON_PROTOCOL_REVISION_H_
 #define TDSTORE_COMMON_PROTOCOL_REVISION_H_
 
 namespace tdstore {
 
-inline constexpr int kProtocolRevision = 3;
+inline constexpr int kProtocolRevision = 4;
 
 inline constexpr const char* kServerCapabilities[] = {
     "small_write",             // takes WriteChunk.small
@@ -21,6 +23,9 @@ inline constexpr const char* kServerCapabilities[] = {
     "ring_append",             // WriteBegin.ring
     "record_layout",           // DICT_LAYOUT_RECORD
 };
+// Reported beside kServerCapabilities when tdstored has a shared-memory
+// socket.
+inline constexpr const char* kSharedMemoryCapability = "shared_memory";
 
 }  // namespace tdstore
 

@@ -136,6 +136,12 @@ std::vector<Setting> Settings() {
        }},
       Text("unix-socket", "also serve on this unix socket path (created mode 0660)",
            &DaemonConfig::unix_socket),
+      Text("shm-socket",
+           "where same-host clients lend shared memory for their data (created mode 0660): a "
+           "path; auto: the unix socket's path + .shm when there is one, else none; none: off",
+           &DaemonConfig::shm_socket),
+      Integer("shm-max-bytes", "bytes of shared memory all clients together may lend", 1,
+              int64_t{1} << 50, [](auto& c) -> auto& { return c.shm_max_bytes; }),
       {"backend",
        "where dicts live: redis (the --redis server, or an embedded redis-server), or memory "
        "(this daemon's memory only: not durable, not shared with other daemons; for trying "
@@ -391,6 +397,14 @@ absl::Status CheckCombinations(const DaemonConfig& c) {
 }
 
 }  // namespace
+
+std::string ShmSocketPath(const DaemonConfig& config) {
+  if (config.shm_socket == "none") return "";
+  if (config.shm_socket == "auto") {
+    return config.unix_socket.empty() ? "" : config.unix_socket + ".shm";
+  }
+  return config.shm_socket;
+}
 
 std::string DaemonUsage() {
   std::string out =

@@ -40,6 +40,12 @@ struct DaemonConfig {
   std::string listen = "127.0.0.1:50051";
   // Unix socket path to serve on (mode 0660); empty: none.
   std::string unix_socket;
+  // The same-host data path's socket, on which clients lend shared memory
+  // (server/shm/): "auto" is <unix_socket>.shm when there is a unix socket,
+  // none otherwise; "none": no shared memory.
+  std::string shm_socket = "auto";
+  // The most all lent regions may add up to.
+  int64_t shm_max_bytes = int64_t{1} << 30;
   // Redis URL; empty: start an embedded redis-server.
   std::string redis_url;
   // Overrides the URL's password; from --redis-password-file or
@@ -86,6 +92,9 @@ struct DaemonConfig {
 
 // Parses argv (without argv[0]) over the given environment. INVALID_ARGUMENT
 // naming the offending flag or variable.
+// The shared-memory socket's path `config` asks for; empty: none.
+std::string ShmSocketPath(const DaemonConfig& config);
+
 absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, const char* const* argv,
                                                const std::map<std::string, std::string>& env);
 

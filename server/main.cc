@@ -34,6 +34,7 @@
 #include "server/redis_store/lua_scripts.h"
 #include "server/redis_store/schema_watch.h"
 #include "server/redis_store/sweeper.h"
+#include "server/shm/shm_listener.h"
 #include "server/store/memory_store.h"
 
 extern char** environ;
@@ -241,6 +242,20 @@ int Run(int argc, char** argv) {
   if (config->store.memory_budget_bytes < max_write_lease) {
     LogWarning("--memory-budget-bytes is below what one indexed write of --max-indexed-bytes "
                "needs (" + std::to_string(max_write_lease) + " bytes): such writes will be refused");
+  }
+  // The same-host data path: regions lent on the shm socket, which is
+  // listening before the first client can learn of it from ServerInfo.
+  shm::RegionTable shm_regions(config->shm_max_bytes);
+  std::unique_ptr<shm::ShmListener> shm_listener;
+  if (const std::string shm_path = ShmSocketPath(*config); !shm_path.empty()) {
+    auto listener = shm::ShmListener::Start(shm_path, &shm_regions);
+    if (!listener.ok()) {
+      LogError(std::string(listener.status().message()));
+      return 1;
+    }
+    shm_listener = *std::move(listener);
+    service_options.shm_regions = &shm_regions;
+    service_options.shm_socket = shm_path;
   }
   service::TdStoreService service(store_owner.get(), std::move(service_options));
 

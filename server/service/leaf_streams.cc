@@ -1,12 +1,14 @@
 #include "server/service/leaf_streams.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/protocol_limits.h"
 #include "common/protocol_revision.h"
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_limits.h"
+#include "server/service/shm_spans.h"
 #include "tdstore/v1/data_frames.h"
 
 namespace tdstore::service {
@@ -46,6 +48,7 @@ absl::StatusOr<v1::WriteBegin> WriteStream::Begin() {
                                                  " bytes exceeds the ", kMaxSmallStreamBytes,
                                                  " a stream in one message may carry"));
       }
+      if (auto s = ResolveSmallSpans(); !s.ok()) return s;
       small_ = true;
       announced_leaves_ = chunk_.small().begin().leaf_count();
       return chunk_.small().begin();
@@ -55,6 +58,31 @@ absl::StatusOr<v1::WriteBegin> WriteStream::Begin() {
     default:
       return absl::InvalidArgumentError("a write stream must start with WriteBegin");
   }
+}
+
+// Every span of a SmallWrite is resolved before the write begins, so that
+// one naming a region tdstored does not hold, or bytes outside it, costs
+// the store nothing. A leaf's bytes are inline or in a span, never both,
+// and a span holds exactly the bytes its header announces.
+absl::Status WriteStream::ResolveSmallSpans() {
+  for (const v1::WholeLeaf& leaf : chunk_.small().leaves()) {
+    small_spans_.emplace_back();
+    if (!leaf.has_shm()) continue;
+    if (!leaf.data().empty()) {
+      return absl::InvalidArgumentError(
+          "a SmallWrite leaf has bytes both inline and in shared memory; nothing written");
+    }
+    if (leaf.shm().length() != leaf.header().byte_size()) {
+      return absl::InvalidArgumentError(
+          StrCat("a SmallWrite leaf's shared-memory span holds ", leaf.shm().length(),
+                 " bytes but its header announces ", leaf.header().byte_size(),
+                 "; nothing written"));
+    }
+    auto span = ResolveShmSpan(ctx_, regions_, leaf.shm());
+    if (!span.ok()) return span.status();
+    small_spans_.back() = *std::move(span);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WriteStream::CurrentLeafComplete() const {
@@ -84,17 +112,22 @@ absl::StatusOr<WriteStream::Piece> WriteStream::Next() {
 }
 
 // A SmallWrite stands for the messages it holds: each leaf's header, then
-// its data unless it has none, then the stream's end, which must follow.
+// its data in pieces of <= kMaxChunkBytes unless it has none, then the
+// stream's end, which must follow. A leaf's bytes are inline or in a span
+// of a lent region, never both.
 absl::StatusOr<WriteStream::Piece> WriteStream::NextOfSmall() {
   const auto& leaves = chunk_.small().leaves();
-  if (small_data_due_) {
-    small_data_due_ = false;
-    const std::string& bytes = leaves[small_next_ - 1].data();
-    if (!bytes.empty()) return OnData(bytes);
+  if (!small_pending_.empty()) {
+    std::string_view piece = small_pending_.substr(0, kMaxChunkBytes);
+    small_pending_.remove_prefix(piece.size());
+    return OnData(piece);
   }
   if (small_next_ < leaves.size()) {
-    small_data_due_ = true;
-    return OnHeader(leaves[small_next_++].header());
+    const int i = small_next_++;
+    const shm::Span& span = small_spans_[i];
+    small_pending_ = leaves[i].has_shm() ? std::string_view(span.data, span.size)
+                                         : std::string_view(leaves[i].data());
+    return OnHeader(leaves[i].header());
   }
   v1::WriteChunk more;
   if (reader_->Read(&more)) {
@@ -190,8 +223,10 @@ absl::Status ReadStream::SendMessage() { return Send(wire::MessageFrame(out_)); 
 absl::Status ReadStream::Begin(const Shape& batch_shape, size_t leaf_count,
                                int64_t total_bytes) {
   out_.Clear();
-  small_ = small_read_ && total_bytes <= kMaxSmallStreamBytes &&
-           static_cast<int64_t>(leaf_count) <= kMaxSmallReadLeaves;
+  in_shm_ = reply_ != nullptr && total_bytes <= static_cast<int64_t>(reply_span_.size) &&
+            static_cast<int64_t>(leaf_count) <= kMaxSmallReadLeaves;
+  small_ = in_shm_ || (small_read_ && total_bytes <= kMaxSmallStreamBytes &&
+                       static_cast<int64_t>(leaf_count) <= kMaxSmallReadLeaves);
   v1::ReadBegin* begin = small_ ? out_.mutable_small()->mutable_begin() : out_.mutable_begin();
   for (int64_t d : batch_shape) begin->add_batch_shape(d);
   begin->set_leaf_count(static_cast<int32_t>(leaf_count));
@@ -201,13 +236,20 @@ absl::Status ReadStream::Begin(const Shape& batch_shape, size_t leaf_count,
 absl::Status ReadStream::Header(const LeafPath& path, const LeafRecord& record,
                                const Shape& shape) {
   if (!small_) out_.Clear();
-  v1::LeafHeader* h =
-      small_ ? out_.mutable_small()->add_leaves()->mutable_header() : out_.mutable_header();
+  v1::WholeLeaf* whole = small_ ? out_.mutable_small()->add_leaves() : nullptr;
+  v1::LeafHeader* h = small_ ? whole->mutable_header() : out_.mutable_header();
   ToProto(path, h->mutable_path());
   h->set_dtype(static_cast<v1::DType>(record.dtype));
   for (int64_t d : shape) h->add_shape(d);
   auto bytes = ByteSize(shape, DTypeSize(record.dtype));
   h->set_byte_size(bytes.ok() ? *bytes : 0);
+  if (in_shm_) {
+    // The leaf's bytes follow the previous leaf's in the client's span.
+    v1::ShmSpan* span = whole->mutable_shm();
+    span->set_region(reply_->region());
+    span->set_offset(reply_->offset() + static_cast<int64_t>(shm_used_));
+    span->set_length(h->byte_size());
+  }
   h->set_kind(static_cast<v1::LeafKind>(record.kind));
   h->set_value(record.value);
   return small_ ? absl::OkStatus() : SendMessage();
@@ -215,6 +257,14 @@ absl::Status ReadStream::Header(const LeafPath& path, const LeafRecord& record,
 
 absl::Status ReadStream::Data(store::SharedBytes bytes) {
   const std::string_view all = bytes.bytes;
+  if (in_shm_) {
+    if (all.size() > reply_span_.size - shm_used_) {
+      return absl::InternalError("a read's bytes passed the reply span Begin sized");
+    }
+    std::memcpy(reply_span_.data + shm_used_, all.data(), all.size());
+    shm_used_ += all.size();
+    return absl::OkStatus();
+  }
   if (small_) {
     // Small by Begin's total: a copy is cheaper than a message.
     auto* leaves = out_.mutable_small()->mutable_leaves();

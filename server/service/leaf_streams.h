@@ -2,7 +2,9 @@
 //
 // WriteLeaves (client -> tdstored): WriteBegin, then per leaf a LeafHeader
 // and exactly its byte_size bytes of data chunks (<= 1 MiB each); or a
-// SmallWrite, one message that holds all of that. WriteStream
+// SmallWrite, one message that holds all of that, its leaves' bytes inline
+// or (the same-host data path) in spans of a region the client lent
+// (shm_spans.h), handed on in pieces of <= 1 MiB as chunks are. WriteStream
 // reads it and refuses, with INVALID_ARGUMENT, a stream that breaks the
 // framing: no WriteBegin first, a second WriteBegin, data before a header or
 // past what the header announced, a header before the previous leaf is
@@ -15,7 +17,9 @@
 //
 // ReadLeaves (tdstored -> client): ReadBegin, then per leaf a LeafHeader and
 // its data in chunks of <= 1 MiB, or, when the leaves add up to at most
-// kMaxSmallStreamBytes, one SmallRead. ReadStream writes it, as raw frames
+// kMaxSmallStreamBytes, one SmallRead; or, when the client offered a span
+// of its region (ReadLeavesRequest.shm_reply) and they fit in it, one
+// SmallRead whose leaves' bytes were copied into that span. ReadStream writes it, as raw frames
 // (tdstore/v1/data_frames.h): a data chunk goes out as a slice of the
 // Redis reply it came in, never copied into a protobuf message.
 //
@@ -26,6 +30,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
@@ -34,6 +39,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/service/service_limits.h"
 #include "server/service/stream_guard.h"
+#include "server/shm/region_table.h"
 #include "server/store/store.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
@@ -41,9 +47,11 @@ namespace tdstore::service {
 
 class WriteStream {
  public:
+  // `regions`: the lent regions a SmallWrite's spans name (null: none).
   WriteStream(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
-              StreamGuard::Lease& lease, const ServiceLimits& limits)
-      : ctx_(ctx), reader_(reader), lease_(lease), limits_(limits) {}
+              StreamGuard::Lease& lease, const ServiceLimits& limits,
+              const shm::RegionTable* regions)
+      : ctx_(ctx), reader_(reader), lease_(lease), limits_(limits), regions_(regions) {}
 
   // The stream's first message. INVALID_ARGUMENT if it is not a WriteBegin.
   absl::StatusOr<v1::WriteBegin> Begin();
@@ -72,6 +80,7 @@ class WriteStream {
 
  private:
   absl::Status CurrentLeafComplete() const;
+  absl::Status ResolveSmallSpans();
   // Next() within a SmallWrite (the stream's only message).
   absl::StatusOr<Piece> NextOfSmall();
   // The checks of each piece, wherever it came from.
@@ -83,14 +92,18 @@ class WriteStream {
   grpc::ServerReader<v1::WriteChunk>* const reader_;
   StreamGuard::Lease& lease_;
   const ServiceLimits& limits_;
+  const shm::RegionTable* const regions_;
   int32_t announced_leaves_ = 0;  // WriteBegin.leaf_count (0: not stated)
   v1::WriteChunk chunk_;
-  std::string_view data_;  // the current data piece, inside chunk_
-  // A SmallWrite being walked: the next leaf in it, and whether the data of
-  // the one before is still to come.
+  std::string_view data_;  // the current data piece, inside chunk_ or span_
+  // A SmallWrite being walked: the next leaf in it, and the bytes of the one
+  // before still to hand on (inline in chunk_, or in span_).
   bool small_ = false;
   int small_next_ = 0;
-  bool small_data_due_ = false;
+  std::string_view small_pending_;
+  // The SmallWrite's leaves' spans, resolved by Begin (empty for a leaf
+  // inline): they keep lent regions mapped while their bytes are used.
+  std::vector<shm::Span> small_spans_;
   Header header_;
   int leaves_ = 0;
   int64_t leaf_received_ = 0;  // bytes of the current leaf so far
@@ -103,18 +116,26 @@ using ReadLeavesStreamer = grpc::ServerSplitStreamer<v1::ReadLeavesRequest, grpc
 
 class ReadStream {
  public:
-  // `small_read`: the client accepts FRAME_SMALL_READ.
+  // `small_read`: the client accepts FRAME_SMALL_READ. `reply_span`: the
+  // resolved ReadLeavesRequest.shm_reply, `reply` as the client named it
+  // (null: none offered).
   ReadStream(grpc::ServerContext* ctx, ReadLeavesStreamer* writer, StreamGuard::Lease& lease,
-             bool small_read)
-      : ctx_(ctx), writer_(writer), lease_(lease), small_read_(small_read) {}
+             bool small_read, shm::Span reply_span = {}, const v1::ShmSpan* reply = nullptr)
+      : ctx_(ctx),
+        writer_(writer),
+        lease_(lease),
+        small_read_(small_read || reply != nullptr),
+        reply_span_(std::move(reply_span)),
+        reply_(reply) {}
 
   // Each returns CANCELLED "client went away" when the client is gone.
   // Write() blocks while the client does not read (flow control); the
   // stream guard cancels the call if that lasts too long.
   // `total_bytes`: what the leaves announced after it add up to. A read of
   // at most kMaxSmallStreamBytes (and kMaxSmallReadLeaves leaves), to a
-  // client that accepts it, is gathered into one SmallRead that End()
-  // sends; the others go out message by message.
+  // client that accepts it, or one that fits the client's reply span, is
+  // gathered into one SmallRead that End() sends; the others go out
+  // message by message.
   absl::Status Begin(const Shape& batch_shape, size_t leaf_count, int64_t total_bytes);
   // The header of a leaf of `record`'s dtype, kind and value, at `shape`
   // (the record's own, or an indexed read's).
@@ -135,6 +156,10 @@ class ReadStream {
   v1::ReadChunk out_;
   const bool small_read_;  // the client accepts a SmallRead
   bool small_ = false;  // out_ gathers a SmallRead
+  const shm::Span reply_span_;
+  const v1::ShmSpan* const reply_;
+  bool in_shm_ = false;  // the SmallRead's bytes go into reply_span_
+  size_t shm_used_ = 0;  // bytes of reply_span_ filled so far
 };
 
 }  // namespace tdstore::service

@@ -11,6 +11,7 @@
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_limits.h"
+#include "server/service/shm_spans.h"
 
 namespace tdstore::service {
 namespace {
@@ -65,6 +66,8 @@ bool TdStoreService::WaitIdle(std::chrono::system_clock::time_point deadline) co
 TdStoreService::TdStoreService(store::Store* store, ServiceOptions options)
     : store_(store),
       limits_(options.limits),
+      shm_regions_(options.shm_regions),
+      shm_socket_(options.shm_regions != nullptr ? options.shm_socket : std::string()),
       access_(std::make_shared<const AccessControl>(std::move(options.access))),
       streams_(options.limits.max_concurrent_streams, options.limits.idle_stream_timeout) {
   // ReadLeaves sends leaves' bytes as slices of the Redis replies they came
@@ -163,6 +166,10 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
     resp->set_redis_masters(health.redis_masters);
     resp->set_protocol_revision(kProtocolRevision);
     for (const char* capability : kServerCapabilities) resp->add_capabilities(capability);
+    if (!shm_socket_.empty()) {
+      resp->add_capabilities(kSharedMemoryCapability);
+      resp->set_shm_socket(shm_socket_);
+    }
     return grpc::Status::OK;
   });
 }
@@ -421,7 +428,7 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
   return Serve(ctx, {}, [&](const Grant* grant, Sighting& seen) {
     auto lease = streams_.Enter(ctx);
     if (!lease.ok()) return NothingApplied(ctx, lease.status());
-    WriteStream stream(ctx, reader, **lease, limits_);
+    WriteStream stream(ctx, reader, **lease, limits_, shm_regions_);
     auto begin = stream.Begin();
     if (!begin.ok()) return NothingApplied(ctx, begin.status());
     if (auto s = Admit(grant, begin->dict(), Access::kWrite); !s.ok()) return s;
@@ -563,7 +570,16 @@ grpc::Status TdStoreService::StreamedReadLeaves(grpc::ServerContext* ctx,
     // it would look like an empty stream (docs/protocol.md, "Compatibility").
     const bool small_read = std::find(req->accepts().begin(), req->accepts().end(),
                                       v1::FRAME_SMALL_READ) != req->accepts().end();
-    ReadStream stream(ctx, writer, **lease, small_read);
+    // A reply span that names no region tdstored holds fails the call (the
+    // client lends a new one or reads over the socket): nothing was read.
+    shm::Span reply_span;
+    if (req->has_shm_reply()) {
+      auto span = ResolveShmSpan(ctx, shm_regions_, req->shm_reply());
+      if (!span.ok()) return ToGrpc(span.status());
+      reply_span = *std::move(span);
+    }
+    ReadStream stream(ctx, writer, **lease, small_read, std::move(reply_span),
+                      req->has_shm_reply() ? &req->shm_reply() : nullptr);
     if (!req->has_index()) return ToGrpc(ReadWhole(*req, *paths, stream));
     std::optional<store::SchemaVersionSeen> after;
     absl::Status read = ReadIndexed(*req, *paths, stream, &after);

@@ -37,6 +37,7 @@
 #include "server/service/schema_watch_stream.h"
 #include "server/service/service_limits.h"
 #include "server/service/stream_guard.h"
+#include "server/shm/region_table.h"
 #include "server/store/store.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
@@ -46,6 +47,10 @@ struct ServiceOptions {
   ServiceLimits limits;
   // Default: no tokens, every caller may do everything.
   AccessControl access;
+  // The same-host data path (shm/): the regions clients lent, and the
+  // socket ServerInfo names for lending one. Null/empty: none offered.
+  const shm::RegionTable* shm_regions = nullptr;
+  std::string shm_socket;
 };
 
 // WatchSchema is served by the callback API (schema_watch_stream.h), every
@@ -216,6 +221,8 @@ class TdStoreService final
   std::shared_ptr<const AccessControl> CurrentAccess() const;
 
   const ServiceLimits limits_;
+  const shm::RegionTable* const shm_regions_;
+  const std::string shm_socket_;
   mutable std::mutex access_mu_;
   std::shared_ptr<const AccessControl> access_;  // guarded by access_mu_
   StreamGuard streams_;

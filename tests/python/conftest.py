@@ -14,6 +14,12 @@ Tests ask for ``addr`` (parametrized over both back ends) or ``client`` /
 ``new_store``. A server that cannot start FAILS the tests that need it, with
 its log: nothing here skips.
 
+``$TDSTORE_TEST_TRANSPORT=unix`` serves every tdstored on a unix socket as
+well and gives the tests its ``unix://`` address: the client then lends
+tdstored shared memory and big calls move their bytes through it
+(docs/protocol.md, *Same-host data path*), so the whole suite checks that
+path too. ``shm_addr`` is such an address in either transport.
+
 The ``tdstore`` package is imported from the environment (``pip install .``)
 or, failing that, from ``<repo>/client/python`` with its built ``_native``.
 """
@@ -33,6 +39,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 TDSTORED = os.environ.get("TDSTORE_TDSTORED", str(REPO / "build" / "server" / "tdstored"))
 BACKENDS = ["standalone", "cluster"]
+TRANSPORT = os.environ.get("TDSTORE_TEST_TRANSPORT", "tcp")
+if TRANSPORT not in ("tcp", "unix"):
+    raise RuntimeError(f"TDSTORE_TEST_TRANSPORT={TRANSPORT!r}: expected tcp or unix")
 REDIS_SERVER = os.environ.get("TDSTORE_REDIS_SERVER") or shutil.which("redis-server") or "redis-server"
 # redis-cli next to that redis-server if there is one, else from PATH.
 _cli = Path(REDIS_SERVER).with_name("redis-cli")
@@ -187,8 +196,10 @@ def start_cluster(procs: Processes, base: Path) -> str:
 
 
 def start_tdstored(procs: Processes, base: Path, redis_url: str, extra=(),
-                   name: str = "tdstored") -> str:
-    """tdstored on a free port over ``redis_url``; returns its address."""
+                   name: str = "tdstored", transport: str | None = None) -> str:
+    """tdstored on a free port over ``redis_url`` (and, for ``transport``
+    unix, on a unix socket beside its log); returns the transport's
+    address."""
     if not os.access(TDSTORED, os.X_OK):
         raise StartError(f"tdstored not found at {TDSTORED} (build it, or set $TDSTORE_TDSTORED)")
     directory = base / name
@@ -196,6 +207,10 @@ def start_tdstored(procs: Processes, base: Path, redis_url: str, extra=(),
     log = directory / "tdstored.log"
     ready = directory / "ready"
     port = _free_port(set())
+    unix = (transport or TRANSPORT) == "unix"
+    sock = directory / "td.sock"
+    if unix:
+        extra = ["--unix-socket", str(sock), *extra]
     proc = procs.spawn([TDSTORED, "--listen", f"127.0.0.1:{port}", "--redis", redis_url,
                         "--ready-file", str(ready), "--log-level", "warning", *extra], log)
     deadline = time.monotonic() + 30
@@ -203,7 +218,7 @@ def start_tdstored(procs: Processes, base: Path, redis_url: str, extra=(),
         if proc.poll() is not None:
             raise StartError(f"tdstored exited ({proc.returncode}):\n{_tail(log)}")
         if ready.exists() and ready.read_text().strip():
-            return f"127.0.0.1:{port}"
+            return f"unix://{sock}" if unix else f"127.0.0.1:{port}"
         time.sleep(0.02)
     raise StartError(f"tdstored did not become ready in 30 s:\n{_tail(log)}")
 
@@ -270,6 +285,22 @@ def tokens_addr(addr, _procs, tmp_path_factory) -> str:
         pytest.fail(f"cannot start tdstored with tokens: {err}", pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def shm_addr(addr, _procs, tmp_path_factory) -> str:
+    """A ``unix://`` address of a tdstored on ``addr``'s back end, which a
+    client lends shared memory: ``addr`` itself with
+    $TDSTORE_TEST_TRANSPORT=unix, else a second tdstored on a unix socket."""
+    if addr.startswith("unix:"):
+        return addr
+    kind = next(k for k, a in ADDRS.items() if a == addr)
+    base = tmp_path_factory.mktemp(f"shm-{kind}")
+    try:
+        return start_tdstored(_procs, base, REDIS_URLS[kind], name="tdstored-shm",
+                              transport="unix")
+    except (StartError, OSError) as err:
+        pytest.fail(f"cannot start tdstored on a unix socket: {err}", pytrace=False)
+
+
 @pytest.fixture
 def client(addr):
     import tdstore
@@ -303,7 +334,8 @@ def tdstored_bin() -> str:
 
 
 def pytest_report_header(config):
-    return [f"tdstored: {TDSTORED}", f"redis-server: {REDIS_SERVER}", f"redis-cli: {REDIS_CLI}"]
+    return [f"tdstored: {TDSTORED}", f"redis-server: {REDIS_SERVER}", f"redis-cli: {REDIS_CLI}",
+            f"transport: {TRANSPORT}"]
 
 
 # $TDSTORE_TEST_BACKEND=standalone|cluster runs one back end's share of the

@@ -48,11 +48,16 @@ def test_td_id_reopens_existing_data_as_the_seed_does(addr, standalone_redis_por
 
 
 def test_host_port_and_unix_socket_name_the_tdstored(addr):
-    host, port = addr.rsplit(":", 1)
-    td = TensorDictStore(host=host, port=int(port), batch_size=[2])
+    if addr.startswith("unix://"):  # $TDSTORE_TEST_TRANSPORT=unix
+        where = {"unix_socket_path": addr[len("unix://"):]}
+        host = "localhost"
+    else:
+        host, port = addr.rsplit(":", 1)
+        where = {"host": host, "port": int(port)}
+    td = TensorDictStore(**where, batch_size=[2])
     try:
         assert td.client.address == addr
-        assert TensorDictStore.from_store(td._td_id, host=host, port=int(port)).name == td.name
+        assert TensorDictStore.from_store(td._td_id, **where).name == td.name
         with pytest.raises(TypeError, match="not both"):
             TensorDictStore(addr=addr, host=host, batch_size=[2])
         with pytest.raises(TypeError, match="pass one"):

@@ -1,12 +1,16 @@
 // The server's layers, checked from its sources' #include lines:
 //
 //   service/  ->  store/store.h  <-  redis_store/  ->  redis/
-//                      ^
-//                 memory store
+//       |              ^
+//       |         memory store
+//       v
+//   shm/region_table.h  (regions same-host clients lend)
 //
 // The service reaches storage through one door, store/store.h, which
 // pulls in nothing of Redis; store/ as a whole knows nothing of Redis or
 // of the service. A newcomer reading the service never meets a Redis type.
+// It reaches lent shared memory through one door too, and shm/ knows
+// nothing of the other layers (but the logger).
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -82,7 +86,18 @@ TEST(LayeringTest, TheServiceIncludesOnlyStoreHOfTheStore) {
   for (const fs::path& file : SourcesUnder("server/service")) {
     for (const Include& inc : IncludesOf(file)) {
       if (!StartsWith(inc.path, "server/")) continue;
-      EXPECT_TRUE(StartsWith(inc.path, "server/service/") || inc.path == "server/store/store.h")
+      EXPECT_TRUE(StartsWith(inc.path, "server/service/") || inc.path == "server/store/store.h" ||
+                  inc.path == "server/shm/region_table.h")
+          << fs::relative(file, kRoot) << " includes " << inc.path;
+    }
+  }
+}
+
+TEST(LayeringTest, SharedMemoryKnowsNoOtherLayer) {
+  for (const fs::path& file : SourcesUnder("server/shm")) {
+    for (const Include& inc : IncludesOf(file)) {
+      if (!StartsWith(inc.path, "server/")) continue;
+      EXPECT_TRUE(StartsWith(inc.path, "server/shm/") || inc.path == "server/log.h")
           << fs::relative(file, kRoot) << " includes " << inc.path;
     }
   }

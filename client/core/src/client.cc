@@ -190,6 +190,8 @@ ServerInfo Client::server_info() const {
                     response.redis_ok()};
 }
 
+bool Client::shares_memory() const { return impl_->SharedMemory() != nullptr; }
+
 void Client::drop(const std::string& name) const {
   v1::DeleteDictRequest request;
   request.set_name(name);

@@ -1,6 +1,7 @@
 // core::Client::Impl: the state every copy of a Client and every Dict it
 // opened share — one gRPC channel and stub, the address and the options.
-// Immutable after construction, so any thread may use it.
+// Immutable after construction but for the shared-memory arena, which its
+// own mutex guards, so any thread may use it.
 #ifndef TDSTORE_CLIENT_CORE_SRC_CLIENT_IMPL_H_
 #define TDSTORE_CLIENT_CORE_SRC_CLIENT_IMPL_H_
 
@@ -10,11 +11,13 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "client/core/src/retry.h"
 #include "client/core/src/schema_copies.h"
 #include "client/core/src/schema_floors.h"
+#include "client/core/src/shm_arena.h"
 #include "tdstore/core.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
@@ -61,6 +64,16 @@ struct Client::Impl {
     }
   }
 
+  // The same-host data path: the arena a call takes spans of, lent on
+  // first use; null when the call's bytes go over the socket (see
+  // ClientOptions::shared_memory_bytes). After a failed lend, or a tdstored
+  // that offers none, the next try is 30 s later.
+  std::shared_ptr<ShmArena> SharedMemory() const;
+  // Stops using `arena` (if it is still the current one): its call ended
+  // without tdstored's answer, or tdstored no longer holds it. The next
+  // SharedMemory() lends a new region; with `back_off`, not before 30 s.
+  void RetireSharedMemory(const ShmArena* arena, bool back_off = false) const;
+
   const std::string address;
   const ClientOptions options;
   std::shared_ptr<grpc::Channel> channel;
@@ -69,6 +82,9 @@ struct Client::Impl {
   // says why), in place of the stub's: the same RPCs on the wire.
   std::unique_ptr<grpc::internal::RpcMethod> read_leaves_raw;
   std::unique_ptr<grpc::internal::RpcMethod> write_leaves_raw;
+  mutable std::mutex shm_mu;
+  mutable std::shared_ptr<ShmArena> shm_arena;  // guarded by shm_mu
+  mutable std::chrono::steady_clock::time_point shm_next_try;  // guarded by shm_mu
   // Watched schema copies (null when options.watch_schemas is off).
   // Declared last: its streams end before the stub and channel go.
   std::unique_ptr<SchemaCopies> schemas;

@@ -10,6 +10,7 @@
 
 #include "client/core/src/convert.h"
 #include "client/core/src/schema_floors.h"
+#include "common/shm_protocol.h"
 #include "tdstore/v1/data_frames.h"
 
 // The wire carries little-endian bytes and this client sends and receives
@@ -33,6 +34,64 @@ namespace {
   if (unknown.field_count() == 0) DataLoss("a ReadChunk with no frame kind set");
   DataLoss("a ReadChunk whose frame kind (field " + std::to_string(unknown.field(0).number()) +
            ") this client does not know");
+}
+
+// ---- The same-host data path ------------------------------------------------
+
+// Whether tdstored answered that it does not hold the call's region (it
+// restarted, or the lending connection broke): nothing was applied, and
+// the call is made again with a new region or over the socket.
+bool ShmRegionUnknown(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(kShmMetadataKey);
+  return it != trailers.end() && it->second == kShmUnknownRegion;
+}
+
+// Whether a call that ended with `status` may still have a handler in
+// tdstored using its span: it ended without tdstored's answer (a deadline,
+// a cancel, a broken connection), so the span must never be reused.
+bool HandlerMayStillRun(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::DATA_LOSS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// After a call that used `arena`: whether to make it again without it.
+// Retires the arena when tdstored no longer holds it or may still use the
+// call's span (shm_arena.h).
+bool AfterShmCall(const Client::Impl& impl, const ShmArena* arena, const grpc::Status& status,
+                  const grpc::ClientContext& context) {
+  if (arena == nullptr || status.ok()) return false;
+  if (ShmRegionUnknown(context)) {
+    // Still lent (its connection open), yet unknown to the tdstored that
+    // answered: the socket ServerInfo named belongs to another tdstored
+    // (a misconfigured --shm-socket). Lending again would only repeat this.
+    impl.RetireSharedMemory(arena, /*back_off=*/arena->alive());
+    return true;
+  }
+  if (HandlerMayStillRun(status)) impl.RetireSharedMemory(arena);
+  return false;
+}
+
+// Where each leaf's bytes go in a write's span: one after another, each on
+// a cache line.
+std::vector<int64_t> ShmLayout(const std::vector<LeafData>& leaves, int64_t* total) {
+  std::vector<int64_t> offsets;
+  int64_t at = 0;
+  for (const LeafData& leaf : leaves) {
+    offsets.push_back(at);
+    at += (leaf.byte_size + 63) & ~int64_t{63};
+  }
+  *total = at;
+  return offsets;
 }
 
 // ---- WriteLeaves ------------------------------------------------------------
@@ -146,8 +205,10 @@ bool SeenBefore(std::vector<Key>& seen, const Key& path) {
 
 // One attempt at a read. Returns the server's final status, having fed the
 // sink when it is OK; throws for a stream that does not add up.
+// `reply`: the span offered in request.shm_reply, if any.
 grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& request,
-                      const ReadOptions& options, ReadStream& stream, ReadSink& sink) {
+                      const ReadOptions& options, ReadStream& stream, ReadSink& sink,
+                      const ShmArena::Span& reply) {
   stream.reader.reset(grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
       impl.channel.get(), *impl.read_leaves_raw, &stream.context, request));
   const Key* exact_leaf = options.exact_leaf;
@@ -224,10 +285,21 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
     moved += static_cast<int64_t>(bytes.size());
   };
 
+  // A leaf's bytes in the reply span: checked to lie inside it (the
+  // header's byte count is checked by on_data).
+  auto shm_bytes = [&](const v1::ShmSpan& span) -> std::string_view {
+    if (!reply || span.region() != reply.arena().token() || span.offset() < reply.offset() ||
+        span.length() < 0 || span.offset() - reply.offset() > reply.size() ||
+        span.length() > reply.size() - (span.offset() - reply.offset())) {
+      DataLoss("leaf '" + path.str() + "' names shared memory outside the span offered");
+    }
+    return std::string_view(reply.data() + (span.offset() - reply.offset()),
+                            static_cast<size_t>(span.length()));
+  };
   if (small) {
     for (const v1::WholeLeaf& leaf : chunk.small().leaves()) {
       on_header(leaf.header());
-      on_data(leaf.data());
+      on_data(leaf.has_shm() ? shm_bytes(leaf.shm()) : std::string_view(leaf.data()));
     }
     if (options.progress) options.progress(moved, -1);
     if (next()) DataLoss("a message after a SmallRead");
@@ -263,10 +335,13 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
   return status;
 }
 
-// One attempt at a write; returns the server's final status.
+// One attempt at a write; returns the server's final status. With a
+// `span` (of the leaves' ShmLayout size), the leaves' bytes are copied into
+// it and the write is one SmallWrite that names them.
 grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
                        const std::vector<LeafData>& leaves, const std::vector<v1::DType>& dtypes,
-                       const Progress& progress, WriteStream& stream) {
+                       const Progress& progress, WriteStream& stream,
+                       const ShmArena::Span& span) {
   const int64_t chunk_bytes = impl.options.chunk_bytes;
   stream.writer.reset(grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
       impl.channel.get(), *impl.write_leaves_raw, &stream.context, &stream.response));
@@ -297,6 +372,29 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
     header->set_kind(static_cast<v1::LeafKind>(leaf.kind));
     header->set_value(leaf.value);
   };
+
+  if (span) {
+    int64_t laid_out = 0;
+    const std::vector<int64_t> offsets = ShmLayout(leaves, &laid_out);
+    v1::WriteChunk small;
+    *small.mutable_small()->mutable_begin() = begin.begin();
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      v1::WholeLeaf* whole = small.mutable_small()->add_leaves();
+      fill_header(i, whole->mutable_header());
+      if (leaves[i].byte_size == 0) continue;
+      std::memcpy(span.data() + offsets[i], leaves[i].data,
+                  static_cast<size_t>(leaves[i].byte_size));
+      v1::ShmSpan* shm = whole->mutable_shm();
+      shm->set_region(span.arena().token());
+      shm->set_offset(span.offset() + offsets[i]);
+      shm->set_length(leaves[i].byte_size);
+    }
+    if (!stream.writer->Write(wire::MessageFrame(small), grpc::WriteOptions().set_last_message())) {
+      return ended_early();
+    }
+    if (progress) progress(total, total);
+    return stream.Finish();
+  }
 
   if (total <= kMaxSmallStreamBytes) {
     // A small write is one SmallWrite, sent with the half-close: one
@@ -379,14 +477,29 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
   // append is not: it reserves rows each time.
   const Retrier::Safety safety =
       ring != nullptr ? Retrier::kOnlyIfNothingApplied : Retrier::kIdempotent;
+  // Bytes past one small message go through shared memory when the client
+  // lent tdstored a region with room for them (shm_arena.h).
+  int64_t laid_out = 0;
+  int64_t total = 0;
+  for (const LeafData& leaf : leaves) total += leaf.byte_size;
+  ShmLayout(leaves, &laid_out);
+  bool shm_ok = total > kMaxSmallStreamBytes;
+
   Retrier retry(impl.options);
   for (;;) {
     if (safety == Retrier::kOnlyIfNothingApplied) impl.AwaitConnected(retry);
+    std::shared_ptr<ShmArena> arena = shm_ok ? impl.SharedMemory() : nullptr;
+    ShmArena::Span span = arena ? arena->Take(static_cast<size_t>(laid_out)) : ShmArena::Span();
+    if (!span) arena = nullptr;
     WriteStream stream;
     impl.Prepare(&stream.context, retry.deadline());
-    grpc::Status status = WriteOnce(impl, begin, leaves, dtypes, options.progress, stream);
+    grpc::Status status = WriteOnce(impl, begin, leaves, dtypes, options.progress, stream, span);
     if (stream.finished) RaiseSchemaFloor(impl.address, stream.context);
     if (status.ok()) return std::move(stream.response);
+    if (AfterShmCall(impl, arena.get(), status, stream.context)) {
+      shm_ok = false;  // nothing applied: once more, over the socket
+      continue;
+    }
     if (!retry.Again(status, safety, stream.context)) impl.Fail(status);
   }
 }
@@ -404,13 +517,33 @@ void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::st
     CheckRequestSize(request);
   }
 
+  bool shm_ok = true;
   Retrier retry(impl.options);
   for (int aborted = 0;;) {
+    // A reply span: the longest free run of the arena, up to half of it,
+    // so that concurrent reads (read-ahead) each find room. Not worth it
+    // below what one small message carries.
+    std::shared_ptr<ShmArena> arena = shm_ok ? impl.SharedMemory() : nullptr;
+    ShmArena::Span reply = arena ? arena->TakeUpTo(arena->size() / 2) : ShmArena::Span();
+    if (reply && reply.size() <= kMaxSmallStreamBytes) reply = ShmArena::Span();
+    if (!reply) arena = nullptr;
+    if (reply) {
+      v1::ShmSpan* span = request.mutable_shm_reply();
+      span->set_region(reply.arena().token());
+      span->set_offset(reply.offset());
+      span->set_length(reply.size());
+    } else {
+      request.clear_shm_reply();
+    }
     ReadStream stream;
     impl.Prepare(&stream.context, retry.deadline());
-    grpc::Status status = ReadOnce(impl, request, options, stream, sink);
+    grpc::Status status = ReadOnce(impl, request, options, stream, sink, reply);
     if (stream.finished) RaiseSchemaFloor(impl.address, stream.context);
     if (status.ok()) return;
+    if (AfterShmCall(impl, arena.get(), status, stream.context)) {
+      shm_ok = false;  // nothing was read: once more, over the socket
+      continue;
+    }
     // ABORTED: a leaf was replaced while it streamed; a new attempt reads the
     // new generation whole. The first few at once; then with backoff within
     // the retry window, so a many-leaf read still finishes while some of its

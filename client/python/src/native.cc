@@ -317,7 +317,8 @@ ClientOptions MakeOptions(const std::string& token, bool tls, const std::string&
                           const std::string& tls_client_cert_pem,
                           const std::string& tls_client_key_pem,
                           const std::string& tls_server_name, double timeout, double retry_for,
-                          int64_t chunk_bytes, bool watch_schemas) {
+                          int64_t chunk_bytes, bool watch_schemas,
+                          int64_t shared_memory_bytes) {
   ClientOptions options;
   options.token = token;
   options.tls = tls;
@@ -329,6 +330,7 @@ ClientOptions MakeOptions(const std::string& token, bool tls, const std::string&
   options.retry_for = std::chrono::milliseconds(static_cast<int64_t>(retry_for * 1000));
   options.chunk_bytes = chunk_bytes;
   options.watch_schemas = watch_schemas;
+  options.shared_memory_bytes = shared_memory_bytes;
   return options;
 }
 
@@ -526,16 +528,17 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init([](const std::string& address, const std::string& token, bool tls,
                        const std::string& ca, const std::string& cert, const std::string& key,
                        const std::string& server_name, double timeout, double retry_for,
-                       int64_t chunk_bytes, bool watch_schemas) {
+                       int64_t chunk_bytes, bool watch_schemas, int64_t shared_memory_bytes) {
              return core::Client(address, MakeOptions(token, tls, ca, cert, key, server_name,
                                                       timeout, retry_for, chunk_bytes,
-                                                      watch_schemas));
+                                                      watch_schemas, shared_memory_bytes));
            }),
            py::arg("address"), py::kw_only(), py::arg("token") = "", py::arg("tls") = false,
            py::arg("tls_root_ca_pem") = "", py::arg("tls_client_cert_pem") = "",
            py::arg("tls_client_key_pem") = "", py::arg("tls_server_name") = "",
            py::arg("timeout") = 600.0, py::arg("retry_for") = 30.0,
-           py::arg("chunk_bytes") = 1 << 20, py::arg("watch_schemas") = true)
+           py::arg("chunk_bytes") = 1 << 20, py::arg("watch_schemas") = true,
+           py::arg("shared_memory_bytes") = ClientOptions().shared_memory_bytes)
       .def_property_readonly("address", &core::Client::address)
       .def(
           "create",
@@ -581,6 +584,8 @@ PYBIND11_MODULE(_native, m) {
              out["redis_ok"] = info.redis_ok;
              return out;
            })
+      .def("shares_memory", &core::Client::shares_memory,
+           py::call_guard<py::gil_scoped_release>())
       .def("drop", &core::Client::drop, py::arg("name"),
            py::call_guard<py::gil_scoped_release>())
       .def("rename", &core::Client::rename, py::arg("name"), py::arg("new_name"),
@@ -590,9 +595,11 @@ PYBIND11_MODULE(_native, m) {
       "open_handle",
       [](const std::string& handle, const std::string& token, bool tls, const std::string& ca,
          const std::string& cert, const std::string& key, const std::string& server_name,
-         double timeout, double retry_for, int64_t chunk_bytes, bool watch_schemas) {
-        const ClientOptions options = MakeOptions(token, tls, ca, cert, key, server_name,
-                                                  timeout, retry_for, chunk_bytes, watch_schemas);
+         double timeout, double retry_for, int64_t chunk_bytes, bool watch_schemas,
+         int64_t shared_memory_bytes) {
+        const ClientOptions options =
+            MakeOptions(token, tls, ca, cert, key, server_name, timeout, retry_for, chunk_bytes,
+                        watch_schemas, shared_memory_bytes);
         py::gil_scoped_release nogil;
         return core::Client::open_handle(handle, options);
       },
@@ -600,7 +607,8 @@ PYBIND11_MODULE(_native, m) {
       py::arg("tls_root_ca_pem") = "", py::arg("tls_client_cert_pem") = "",
       py::arg("tls_client_key_pem") = "", py::arg("tls_server_name") = "",
       py::arg("timeout") = 600.0, py::arg("retry_for") = 30.0,
-      py::arg("chunk_bytes") = 1 << 20, py::arg("watch_schemas") = true);
+      py::arg("chunk_bytes") = 1 << 20, py::arg("watch_schemas") = true,
+      py::arg("shared_memory_bytes") = ClientOptions().shared_memory_bytes);
 
   py::class_<core::Appender>(m, "Appender")
       .def(

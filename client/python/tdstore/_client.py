@@ -20,6 +20,7 @@ CLIENT_OPTIONS = (
     "retry_for",
     "chunk_bytes",
     "watch_schemas",
+    "shared_memory_bytes",
 )
 
 
@@ -44,7 +45,8 @@ class Client:
 
     ``Client(addr=None, *, token="", tls=False, tls_root_ca_pem="",
     tls_client_cert_pem="", tls_client_key_pem="", tls_server_name="",
-    timeout=600.0, retry_for=30.0, chunk_bytes=1 << 20, watch_schemas=True)``
+    timeout=600.0, retry_for=30.0, chunk_bytes=1 << 20, watch_schemas=True,
+    shared_memory_bytes=64 << 20)``
 
     ``addr`` is ``host:port`` or ``unix:///path.sock``; it defaults to
     ``$TDSTORE_ADDR``, then ``127.0.0.1:50051``. Nothing connects until the
@@ -54,6 +56,10 @@ class Client:
     ``keys()``, ``in`` and the dtypes and shapes a write needs from a schema
     copy that tdstored keeps current over a watch stream, with no round trip
     (docs/python.md, *Schema watch*); False asks tdstored every time.
+    ``shared_memory_bytes``: on a ``unix://`` address whose tdstored offers
+    it, the size of the memfd region lent to tdstored so that a call's bytes
+    cross through shared memory instead of the socket (docs/protocol.md,
+    *Same-host data path*); 0 never lends one.
     Thread-safe: share one Client
     between threads.
 
@@ -118,6 +124,12 @@ class Client:
     def server_info(self) -> dict:
         """``dict(version, backend, redis_masters, redis_ok)`` of tdstored."""
         return self._native.server_info()
+
+    def shares_memory(self) -> bool:
+        """Whether calls' bytes cross through shared memory rather than the
+        socket (``shared_memory_bytes``; docs/protocol.md, *Same-host data
+        path*). Lends tdstored a region now if none is lent and one may be."""
+        return self._native.shares_memory()
 
     def __repr__(self) -> str:
         return f"tdstore.Client({self.address!r})"

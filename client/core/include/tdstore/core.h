@@ -142,6 +142,15 @@ struct ClientOptions {
   // event arrives (a pub/sub hop). This client's own changes at once.
   // false: every such call asks tdstored.
   bool watch_schemas = true;
+
+  // The same-host data path (docs/protocol.md). On a unix: address whose
+  // tdstored offers shared memory, the client lends it a memfd region of
+  // this many bytes (pages are used only as calls touch them), and a call
+  // whose bytes fit in a free span of it moves them through it instead of
+  // the socket: one gRPC message each way, whatever the size. Anything that
+  // cannot (a TCP address, a tdstored without it, a full region, lending
+  // refused) uses the socket, with the same results. 0: never.
+  int64_t shared_memory_bytes = int64_t{64} << 20;
 };
 
 // How a dict keeps its rows (docs/storage-layout.md, "Record dicts").
@@ -403,6 +412,11 @@ class Client {
   // ("standalone redis://host:port", "cluster of 3 masters (seeds ...)"),
   // the number of Redis masters, and whether they all answer PING now.
   ServerInfo server_info() const;
+  // Whether calls' bytes cross through shared memory (the same-host data
+  // path, ClientOptions::shared_memory_bytes) rather than the socket: lends
+  // tdstored a region now if none is lent and one may be. For diagnostics
+  // and tests; calls decide this by themselves.
+  bool shares_memory() const;
   // Deletes a dict and all its data; NOT_FOUND if there is none.
   void drop(const std::string& name) const;
   // Renames; NOT_FOUND / ALREADY_EXISTS.

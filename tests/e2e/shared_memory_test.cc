@@ -1,0 +1,552 @@
+// The same-host data path end to end (docs/protocol.md, "Same-host data
+// path"): clients on tdstored's unix socket lend it a memfd region and move
+// a call's bytes through it; everything else moves them over the socket,
+// with the same results.
+//
+//   - every big call through shared memory gives what the same call over
+//     TCP gives, and what was written;
+//   - spans a client forges, points outside its region, or doubles with
+//     inline bytes apply nothing (and the namespace's keys are unchanged),
+//     an unknown region carrying the trailer that sends the client back to
+//     the socket;
+//   - a client killed (SIGKILL) while it writes or reads through shared
+//     memory leaves each value whole (never a mix of two writes, never
+//     older than a write it saw acknowledged), no pending keys, and no
+//     region mapped in tdstored;
+//   - regions that run out (--shm-max-bytes, a full arena) and a tdstored
+//     that restarted leave calls on the socket or on a new region, correct.
+// What tdstored refuses to map, and the arena's spans, are tested in
+// tests/server/shm_test.cc.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/core/src/shm_arena.h"
+#include "common/shm_protocol.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tdstore/core.h"
+#include "tdstore/v1/tdstore.grpc.pb.h"
+#include "tests/e2e/e2e_env.h"
+#include "tests/support/child_process.h"
+#include "tests/support/daemon_process.h"
+
+namespace tdstore::testing {
+namespace {
+
+using tdstore::Key;
+using core::LeafData;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// The bytes a read delivers, by leaf.
+class Bytes final : public core::ReadSink {
+ public:
+  void Begin(const std::vector<int64_t>& batch, int64_t) override {
+    batch_ = batch;
+    leaves_.clear();
+  }
+  void* Leaf(const core::LeafMeta& leaf) override {
+    std::vector<char>& bytes = leaves_[leaf.path.str()];
+    bytes.resize(static_cast<size_t>(leaf.byte_size));
+    return bytes.data();
+  }
+  const std::vector<char>& at(const std::string& path) const { return leaves_.at(path); }
+  size_t size() const { return leaves_.size(); }
+  const std::vector<int64_t>& batch() const { return batch_; }
+
+ private:
+  std::vector<int64_t> batch_;
+  std::map<std::string, std::vector<char>> leaves_;
+};
+
+std::vector<char> RandomBytes(size_t n, std::mt19937& random) {
+  std::vector<char> out(n);
+  for (char& c : out) c = static_cast<char>(random());
+  return out;
+}
+
+std::string UnixPath(const std::string& address) { return address.substr(std::strlen("unix://")); }
+
+// The shared-memory regions mapped in process `pid` (tdstored): lines of
+// its /proc maps that name the client's memfd.
+int MappedRegions(pid_t pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  int n = 0;
+  while (std::getline(maps, line)) n += line.find("memfd:tdstore-shm") != std::string::npos;
+  return n;
+}
+
+// Polls `done` until it holds or `bound` passes.
+template <typename Done>
+bool Within(milliseconds bound, Done done) {
+  const auto deadline = Clock::now() + bound;
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+ClientOptions WithShm(int64_t bytes) {
+  ClientOptions options;
+  options.shared_memory_bytes = bytes;
+  return options;
+}
+
+TEST(E2eSharedMemory, BigCallsThroughSharedMemoryGiveWhatTheSocketGives) {
+  core::Client shm(DaemonUnixAddress());
+  core::Client tcp(DaemonAddress());
+  core::Client unix_socket(DaemonUnixAddress(), WithShm(0));
+  ASSERT_TRUE(shm.shares_memory());
+  EXPECT_FALSE(tcp.shares_memory());
+  EXPECT_FALSE(unix_socket.shares_memory());
+
+  std::mt19937 random(20261204);
+  for (int round = 0; round < 6; ++round) {
+    const int64_t rows = 64 + static_cast<int64_t>(random() % 4000);
+    const std::string name = UniqueDictName();
+    core::Dict dict = shm.create(name, {rows});
+    // Leaves of 1 to 600 bytes per row: some calls fit one small message,
+    // most do not.
+    std::vector<std::vector<char>> values;
+    std::vector<LeafData> leaves;
+    const int count = 1 + static_cast<int>(random() % 4);
+    for (int i = 0; i < count; ++i) {
+      const int64_t cols = 1 + static_cast<int64_t>(random() % 600);
+      values.push_back(RandomBytes(static_cast<size_t>(rows * cols), random));
+    }
+    for (int i = 0; i < count; ++i) {
+      const int64_t cols = static_cast<int64_t>(values[i].size()) / rows;
+      leaves.push_back({Key("l" + std::to_string(i)), DType::kUInt8, {rows, cols},
+                        values[i].data(), static_cast<int64_t>(values[i].size())});
+    }
+    dict.write(leaves);
+    for (core::Client* reader : {&shm, &tcp, &unix_socket}) {
+      Bytes got;
+      reader->open(name).read({}, got);
+      ASSERT_EQ(got.size(), static_cast<size_t>(count));
+      for (int i = 0; i < count; ++i) {
+        EXPECT_EQ(got.at("l" + std::to_string(i)), values[i])
+            << "round " << round << " leaf " << i << " via " << reader->address();
+      }
+    }
+    // An indexed write of random rows through shared memory, then an
+    // indexed read of random rows through each path.
+    std::vector<int64_t> rows_written;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (random() % 3 == 0) rows_written.push_back(r);
+    }
+    if (rows_written.empty()) rows_written.push_back(0);
+    const core::Index index_written = {core::IndexTerm::Positions(
+        rows_written, {static_cast<int64_t>(rows_written.size())})};
+    std::vector<std::vector<char>> row_values;
+    std::vector<LeafData> row_leaves;
+    for (int i = 0; i < count; ++i) {
+      const int64_t cols = static_cast<int64_t>(values[i].size()) / rows;
+      row_values.push_back(RandomBytes(rows_written.size() * static_cast<size_t>(cols), random));
+      for (size_t k = 0; k < rows_written.size(); ++k) {
+        std::memcpy(values[i].data() + rows_written[k] * cols, row_values[i].data() + k * cols,
+                    static_cast<size_t>(cols));
+      }
+      row_leaves.push_back({Key("l" + std::to_string(i)), DType::kUInt8,
+                            {static_cast<int64_t>(rows_written.size()), cols},
+                            row_values[i].data(), static_cast<int64_t>(row_values[i].size())});
+    }
+    core::WriteOptions at;
+    at.index = &index_written;
+    dict.write(row_leaves, at);
+    std::vector<int64_t> rows_read;
+    for (int k = 0; k < 700; ++k) rows_read.push_back(static_cast<int64_t>(random() % rows));
+    const core::Index index_read = {
+        core::IndexTerm::Positions(rows_read, {static_cast<int64_t>(rows_read.size())})};
+    for (core::Client* reader : {&shm, &tcp, &unix_socket}) {
+      Bytes got;
+      core::ReadOptions read_at;
+      read_at.index = &index_read;
+      reader->open(name).read({}, got, read_at);
+      for (int i = 0; i < count; ++i) {
+        const int64_t cols = static_cast<int64_t>(values[i].size()) / rows;
+        std::vector<char> expected;
+        for (int64_t r : rows_read) {
+          expected.insert(expected.end(), values[i].begin() + r * cols,
+                          values[i].begin() + (r + 1) * cols);
+        }
+        EXPECT_EQ(got.at("l" + std::to_string(i)), expected)
+            << "round " << round << " leaf " << i << " via " << reader->address();
+      }
+    }
+    shm.drop(name);
+  }
+}
+
+class E2eSharedMemorySpans : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    stub_ = v1::TdStore::NewStub(
+        grpc::CreateChannel(DaemonUnixAddress(), grpc::InsecureChannelCredentials()));
+    std::string why;
+    arena_ = core::ShmArena::Lend(UnixPath(DaemonUnixAddress()) + ".shm", 1 << 20, &why);
+    ASSERT_NE(arena_, nullptr) << why;
+    name_ = UniqueDictName();
+    core::Client(DaemonAddress()).create(name_, {256});
+  }
+
+  // A SmallWrite of leaf "x", uint8 [256, 1024] (256 KiB), as `fill` sets it.
+  grpc::Status Write(const std::function<void(v1::WholeLeaf*)>& fill,
+                     grpc::ClientContext* context) {
+    v1::WriteChunk chunk;
+    v1::SmallWrite* small = chunk.mutable_small();
+    small->mutable_begin()->set_dict(name_);
+    small->mutable_begin()->set_leaf_count(1);
+    v1::WholeLeaf* leaf = small->add_leaves();
+    leaf->mutable_header()->mutable_path()->add_components("x");
+    leaf->mutable_header()->set_dtype(v1::UINT8);
+    leaf->mutable_header()->add_shape(256);
+    leaf->mutable_header()->add_shape(1024);
+    leaf->mutable_header()->set_byte_size(256 * 1024);
+    fill(leaf);
+    v1::WriteLeavesResponse response;
+    auto writer = stub_->WriteLeaves(context, &response);
+    writer->Write(chunk);
+    writer->WritesDone();
+    return writer->Finish();
+  }
+  v1::ShmSpan Span(std::string token, int64_t offset, int64_t length) {
+    v1::ShmSpan span;
+    span.set_region(std::move(token));
+    span.set_offset(offset);
+    span.set_length(length);
+    return span;
+  }
+  static std::string Trailer(const grpc::ClientContext& context) {
+    auto it = context.GetServerTrailingMetadata().find(kShmMetadataKey);
+    return it == context.GetServerTrailingMetadata().end()
+               ? std::string()
+               : std::string(it->second.data(), it->second.size());
+  }
+
+  std::unique_ptr<v1::TdStore::Stub> stub_;
+  std::shared_ptr<core::ShmArena> arena_;
+  std::string name_;
+};
+
+TEST_F(E2eSharedMemorySpans, ForgedOutsideOrDoubledSpansApplyNothing) {
+  const std::map<std::string, std::string> before = NamespaceSnapshot("e2e");
+  const std::string token = arena_->token();
+  const int64_t kLeaf = 256 * 1024;
+  struct Case {
+    std::string name;
+    std::function<void(v1::WholeLeaf*)> fill;
+    grpc::StatusCode code;
+    bool unknown_region;
+  };
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  const std::vector<Case> cases = {
+      {"a forged token", [&](v1::WholeLeaf* l) { *l->mutable_shm() = Span(std::string(16, 'f'), 0, kLeaf); },
+       grpc::StatusCode::FAILED_PRECONDITION, true},
+      {"no token", [&](v1::WholeLeaf* l) { *l->mutable_shm() = Span("", 0, kLeaf); },
+       grpc::StatusCode::FAILED_PRECONDITION, true},
+      {"past the region's end", [&](v1::WholeLeaf* l) { *l->mutable_shm() = Span(token, (1 << 20) - 100, kLeaf); },
+       grpc::StatusCode::OUT_OF_RANGE, false},
+      {"a negative offset", [&](v1::WholeLeaf* l) { *l->mutable_shm() = Span(token, -kLeaf, kLeaf); },
+       grpc::StatusCode::OUT_OF_RANGE, false},
+      {"an offset that overflows", [&](v1::WholeLeaf* l) { *l->mutable_shm() = Span(token, big, kLeaf); },
+       grpc::StatusCode::OUT_OF_RANGE, false},
+      {"fewer bytes than the header", [&](v1::WholeLeaf* l) { *l->mutable_shm() = Span(token, 0, kLeaf - 1); },
+       grpc::StatusCode::INVALID_ARGUMENT, false},
+      {"more bytes than the header", [&](v1::WholeLeaf* l) { *l->mutable_shm() = Span(token, 0, kLeaf + 1); },
+       grpc::StatusCode::INVALID_ARGUMENT, false},
+      {"bytes inline and in shared memory",
+       [&](v1::WholeLeaf* l) {
+         *l->mutable_shm() = Span(token, 0, kLeaf);
+         l->set_data("x");
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, false},
+  };
+  for (const Case& c : cases) {
+    grpc::ClientContext context;
+    grpc::Status status = Write(c.fill, &context);
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_EQ(Trailer(context), c.unknown_region ? kShmUnknownRegion : "") << c.name;
+  }
+  // Reads: an unknown reply region, and one outside the region.
+  for (const auto& [span, code] : std::vector<std::pair<v1::ShmSpan, grpc::StatusCode>>{
+           {Span(std::string(16, 'f'), 0, 1 << 20), grpc::StatusCode::FAILED_PRECONDITION},
+           {Span(token, 1, 1 << 20), grpc::StatusCode::OUT_OF_RANGE}}) {
+    grpc::ClientContext context;
+    v1::ReadLeavesRequest request;
+    request.set_dict(name_);
+    *request.mutable_shm_reply() = span;
+    auto reader = stub_->ReadLeaves(&context, request);
+    v1::ReadChunk chunk;
+    EXPECT_FALSE(reader->Read(&chunk));
+    EXPECT_EQ(reader->Finish().error_code(), code);
+  }
+  EXPECT_EQ(NamespaceSnapshot("e2e"), before) << "a refused span wrote something";
+
+  // The same write with a good span does write (so the cases above could
+  // have): the region's bytes become the leaf.
+  {
+    core::ShmArena::Span span = arena_->Take(static_cast<size_t>(kLeaf));
+    ASSERT_TRUE(span);
+    for (int64_t i = 0; i < kLeaf; ++i) span.data()[i] = static_cast<char>(i * 7);
+    grpc::ClientContext context;
+    grpc::Status status =
+        Write([&](v1::WholeLeaf* l) { *l->mutable_shm() = Span(token, span.offset(), kLeaf); },
+              &context);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    Bytes got;
+    core::Client(DaemonAddress()).open(name_).read({Key("x")}, got);
+    ASSERT_EQ(got.at("x").size(), static_cast<size_t>(kLeaf));
+    EXPECT_EQ(std::memcmp(got.at("x").data(), span.data(), static_cast<size_t>(kLeaf)), 0);
+  }
+}
+
+TEST_F(E2eSharedMemorySpans, AReplyTooBigForTheOfferedSpanComesOverTheSocket) {
+  std::vector<char> value(256 * 1024);
+  std::mt19937 random(3);
+  for (char& c : value) c = static_cast<char>(random());
+  core::Client(DaemonAddress()).open(name_).write(
+      {{Key("x"), DType::kUInt8, {256, 1024}, value.data(), static_cast<int64_t>(value.size())}});
+  for (const int64_t offered : {int64_t{128} << 10, int64_t{256} << 10}) {
+    core::ShmArena::Span span = arena_->Take(static_cast<size_t>(offered));
+    ASSERT_TRUE(span);
+    std::memset(span.data(), 0, static_cast<size_t>(offered));
+    grpc::ClientContext context;
+    v1::ReadLeavesRequest request;
+    request.set_dict(name_);
+    *request.mutable_shm_reply() = Span(arena_->token(), span.offset(), offered);
+    auto reader = stub_->ReadLeaves(&context, request);
+    std::vector<v1::ReadChunk> chunks;
+    for (v1::ReadChunk chunk; reader->Read(&chunk);) chunks.push_back(chunk);
+    ASSERT_TRUE(reader->Finish().ok());
+    ASSERT_FALSE(chunks.empty());
+    if (offered < static_cast<int64_t>(value.size())) {
+      // ReadBegin, header, data chunks: the plain stream, the span untouched.
+      EXPECT_EQ(chunks[0].kind_case(), v1::ReadChunk::kBegin);
+      std::string data;
+      for (const v1::ReadChunk& c : chunks) {
+        if (c.kind_case() == v1::ReadChunk::kData) data += c.data();
+      }
+      EXPECT_EQ(data, std::string(value.begin(), value.end()));
+      EXPECT_EQ(std::count(span.data(), span.data() + offered, 0), offered);
+    } else {
+      ASSERT_EQ(chunks.size(), 1u);
+      ASSERT_EQ(chunks[0].kind_case(), v1::ReadChunk::kSmall);
+      const v1::WholeLeaf& leaf = chunks[0].small().leaves(0);
+      ASSERT_TRUE(leaf.has_shm());
+      EXPECT_TRUE(leaf.data().empty());
+      EXPECT_EQ(leaf.shm().offset(), span.offset());
+      EXPECT_EQ(leaf.shm().length(), static_cast<int64_t>(value.size()));
+      EXPECT_EQ(std::memcmp(span.data(), value.data(), value.size()), 0);
+    }
+  }
+}
+
+// A daemon of the test's own, on a unix socket, with a short pending
+// timeout and sweep interval (as client_faults_test.cc) so that what a
+// killed client left is cleaned up quickly.
+class E2eSharedMemoryDaemon : public ::testing::Test {
+ protected:
+  void StartDaemon(std::vector<std::string> extra = {}) {
+    static int tests = 0;
+    if (ns_.empty()) ns_ = "shm" + std::to_string(tests++);
+    std::vector<std::string> args = {"--redis", SharedRedis().url(), "--namespace", ns_,
+                                     "--unix-socket", daemon_.dir() + "/td.sock",
+                                     "--pending-timeout-ms", "1500", "--sweep-interval-ms", "200"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    absl::Status started = daemon_.Start(args);
+    ASSERT_TRUE(started.ok()) << started;
+    unix_ = "unix://" + daemon_.dir() + "/td.sock";
+  }
+  void TearDown() override {
+    if (child_ > 0) KillChild(child_);
+    EXPECT_EQ(daemon_.Stop(), 0) << daemon_.LogTail();
+  }
+  std::vector<std::string> Keys() const { return SharedRedis().Keys(ns_ + ":*"); }
+
+  // The child's log so far.
+  std::string ChildLog() const {
+    std::ifstream in(child_log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // The last "<word> N" the child printed (0 if none).
+  int64_t LastCount(const std::string& word) const {
+    const std::string log = ChildLog();
+    const size_t at = log.rfind(word + " ");
+    return at == std::string::npos ? 0 : std::stoll(log.substr(at + word.size() + 1));
+  }
+
+  DaemonProcess daemon_;
+  std::string ns_;
+  std::string unix_;
+  pid_t child_ = -1;
+  std::string child_log_;
+};
+
+TEST_F(E2eSharedMemoryDaemon, AClientKilledMidCallLeavesWholeValuesAndNothingLent) {
+  StartDaemon();
+  const std::string name = "killed";
+  core::Client tcp(daemon_.address(), WithShm(0));
+  core::Dict dict = tcp.create(name, {2048});
+  std::vector<float> zeros(2048 * 1024, 0.0f);
+  dict.write({{Key("x"), DType::kFloat32, {2048, 1024}, zeros.data(),
+               static_cast<int64_t>(zeros.size() * sizeof(float))}});
+  const size_t keys_at_rest = Keys().size();
+  std::mt19937 random(11);
+  float previous = 0;  // the value after the round before
+  for (int round = 0; round < 8; ++round) {
+    const std::string mode = round % 4 == 3 ? "read" : "write";
+    child_log_ = daemon_.dir() + "/child" + std::to_string(round) + ".log";
+    ASSERT_TRUE(SpawnChild({TDSTORE_SHM_WRITER_BIN, unix_, name, mode}, child_log_,
+                           ChildLog::kTruncate, &child_)
+                    .ok());
+    const std::string word = mode == "write" ? "wrote" : "read";
+    // Killed once it has made 1 to 4 calls, at a random point of the next.
+    const int64_t calls = 1 + static_cast<int64_t>(random() % 4);
+    ASSERT_TRUE(Within(milliseconds(30000), [&] {
+      return LastCount(word) >= calls || TryReapChild(child_);
+    })) << ChildLog();
+    ASSERT_NE(ChildLog().find("shares_memory 1"), std::string::npos) << ChildLog();
+    std::this_thread::sleep_for(std::chrono::microseconds(random() % 20000));
+    KillChild(child_);
+    child_ = -1;
+    ASSERT_EQ(ChildLog().find("shm_writer:"), std::string::npos) << ChildLog();
+
+    // The call in flight may still commit after its client died (its
+    // message was whole): it is done when tdstored unmapped the dead
+    // client's region, which the last span of it keeps mapped.
+    ASSERT_TRUE(Within(milliseconds(10000), [&] { return MappedRegions(daemon_.pid()) == 0; }))
+        << "round " << round << ": tdstored still maps " << MappedRegions(daemon_.pid())
+        << " regions of a dead client";
+    // Each value whole: every element the same i, and no older than the
+    // last write the writer saw acknowledged (at most the one in flight).
+    Bytes got;
+    dict.read({Key("x")}, got);
+    std::vector<float> value(2048 * 1024);
+    std::memcpy(value.data(), got.at("x").data(), got.at("x").size());
+    const float first = value[0];
+    EXPECT_EQ(std::count(value.begin(), value.end(), first), static_cast<long>(value.size()))
+        << "round " << round << ": a value mixed from two writes";
+    if (mode == "write") {
+      const int64_t acked = LastCount("wrote");
+      EXPECT_GE(first, static_cast<float>(acked)) << "round " << round << ": a write was lost";
+      EXPECT_LE(first, static_cast<float>(acked + 1)) << "round " << round;
+    } else {
+      EXPECT_EQ(first, previous) << "round " << round << ": a killed reader changed the value";
+    }
+    previous = first;
+    // No pending keys left.
+    EXPECT_TRUE(Within(milliseconds(1500 + 5 * 200 + 5000), [&] {
+      return Keys().size() == keys_at_rest;
+    })) << "round " << round << ": " << Keys().size() << " keys, " << keys_at_rest << " at rest";
+  }
+}
+
+TEST_F(E2eSharedMemoryDaemon, WhenRegionsRunOutCallsUseTheSocketWithTheSameResults) {
+  StartDaemon({"--shm-max-bytes", std::to_string(8 << 20)});
+  core::Client lender(unix_, WithShm(6 << 20));
+  core::Client refused(unix_, WithShm(64 << 20));
+  core::Client tiny(unix_, WithShm(128 << 10));
+  ASSERT_TRUE(lender.shares_memory());
+  EXPECT_FALSE(refused.shares_memory()) << "a 64 MiB region past --shm-max-bytes was lent";
+  ASSERT_TRUE(tiny.shares_memory());
+  EXPECT_EQ(MappedRegions(daemon_.pid()), 2);
+
+  const std::string name = "runout";
+  lender.create(name, {1024});
+  std::mt19937 random(5);
+  // 2.5 MiB per leaf: fits the lender's region twice, never the tiny one's.
+  // Four threads per client at once, so the lender's region is full too.
+  std::vector<std::future<void>> done;
+  for (core::Client* client : {&lender, &refused, &tiny}) {
+    for (int t = 0; t < 4; ++t) {
+      const uint32_t seed = random();
+      done.push_back(std::async(std::launch::async, [client, name, seed, t] {
+        std::mt19937 mine(seed);
+        core::Dict dict = client->open(name);
+        const std::string leaf = client->address() + std::to_string(client->options().shared_memory_bytes) +
+                                 "/" + std::to_string(t);
+        const Key key(std::to_string(std::hash<std::string>()(leaf)));
+        for (int i = 0; i < 5; ++i) {
+          std::vector<char> value = RandomBytes(1024 * 2560, mine);
+          dict.write({{key, DType::kUInt8, {1024, 2560}, value.data(),
+                       static_cast<int64_t>(value.size())}});
+          Bytes got;
+          dict.read({key}, got);
+          ASSERT_EQ(got.at(key.str()), value);
+        }
+      }));
+    }
+  }
+  for (auto& d : done) d.get();
+}
+
+TEST_F(E2eSharedMemoryDaemon, ARestartedDaemonForgetsRegionsAndCallsStillSucceed) {
+  StartDaemon();
+  core::Client client(unix_);
+  ASSERT_TRUE(client.shares_memory());
+  const std::string name = "restarted";
+  core::Dict dict = client.create(name, {1024});
+  std::mt19937 random(9);
+  for (int life = 0; life < 3; ++life) {
+    std::vector<char> value = RandomBytes(1024 * 1024, random);
+    dict.write({{Key("x"), DType::kUInt8, {1024, 1024}, value.data(),
+                 static_cast<int64_t>(value.size())}});
+    Bytes got;
+    dict.read({Key("x")}, got);
+    EXPECT_EQ(got.at("x"), value) << "life " << life;
+    EXPECT_EQ(MappedRegions(daemon_.pid()), 1) << "life " << life;
+    ASSERT_EQ(daemon_.Stop(), 0);
+    StartDaemon();
+  }
+  EXPECT_TRUE(client.shares_memory());
+}
+
+// A client whose region tdstored does not know (here: lent to another
+// tdstored, because this one's --shm-socket names that one's socket; a
+// restart between a call's check and its arrival looks the same to the
+// client) gets FAILED_PRECONDITION with the unknown-region trailer: the call
+// is made again over the socket, and the client stops lending for a while.
+TEST_F(E2eSharedMemoryDaemon, ACallWhoseRegionTdstoredDoesNotKnowGoesOverTheSocket) {
+  DaemonProcess other;
+  const std::string shm_of_other = other.dir() + "/td.sock.shm";
+  StartDaemon({"--shm-socket", shm_of_other});
+  ASSERT_TRUE(other.Start({"--redis", SharedRedis().url(), "--namespace", ns_ + "x",
+                           "--unix-socket", other.dir() + "/td.sock"})
+                  .ok());
+  core::Client client(unix_);
+  ASSERT_TRUE(client.shares_memory());
+  EXPECT_EQ(MappedRegions(other.pid()), 1) << "the region went to the other tdstored";
+  EXPECT_EQ(MappedRegions(daemon_.pid()), 0);
+  core::Dict dict = client.create("elsewhere", {1024});
+  std::mt19937 random(13);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<char> value = RandomBytes(1024 * 1024, random);
+    dict.write({{Key("x"), DType::kUInt8, {1024, 1024}, value.data(),
+                 static_cast<int64_t>(value.size())}});
+    Bytes got;
+    dict.read({Key("x")}, got);
+    EXPECT_EQ(got.at("x"), value) << i;
+  }
+  EXPECT_FALSE(client.shares_memory()) << "lends again at once to the wrong tdstored";
+  EXPECT_EQ(other.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace tdstore::testing

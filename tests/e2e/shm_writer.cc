@@ -1,0 +1,63 @@
+// The client E2eSharedMemory kills (shared_memory_test.cc), through the
+// torch-free core over tdstored's unix socket:
+//
+//   shm_writer ADDRESS DICT write|read
+//
+// write: for i = 1, 2, ... writes the leaf "x" of DICT (float32 [2048,
+// 1024], 8 MiB) whole, every element i, and after each write returns
+// prints "wrote i". read: reads "x" whole, again and again, and prints
+// "read N" after each. Either first prints "shares_memory 1" (or 0), and
+// runs until it is killed. Exits 1 (with a message) on any error.
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tdstore/core.h"
+
+namespace {
+
+constexpr int64_t kRows = 2048, kCols = 1024;
+
+class Buffer final : public tdstore::core::ReadSink {
+ public:
+  void Begin(const std::vector<int64_t>&, int64_t) override {}
+  void* Leaf(const tdstore::core::LeafMeta& leaf) override {
+    bytes_.resize(static_cast<size_t>(leaf.byte_size));
+    return bytes_.data();
+  }
+
+ private:
+  std::vector<char> bytes_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc == 4 ? argv[3] : "";
+  if (mode != "write" && mode != "read") {
+    std::cerr << "usage: shm_writer ADDRESS DICT write|read\n";
+    return 2;
+  }
+  try {
+    tdstore::core::Client client(argv[1]);
+    tdstore::core::Dict dict = client.open(argv[2]);
+    std::cout << "shares_memory " << (client.shares_memory() ? 1 : 0) << std::endl;
+    std::vector<float> values(static_cast<size_t>(kRows * kCols));
+    for (int64_t i = 1;; ++i) {
+      if (mode == "read") {
+        Buffer sink;
+        dict.read({tdstore::Key("x")}, sink);
+        std::cout << "read " << i << std::endl;
+        continue;
+      }
+      std::fill(values.begin(), values.end(), static_cast<float>(i));
+      dict.write({{tdstore::Key("x"), tdstore::DType::kFloat32, {kRows, kCols},
+                   values.data(), static_cast<int64_t>(values.size() * sizeof(float))}});
+      std::cout << "wrote " << i << std::endl;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "shm_writer: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,111 @@
+"""The same-host data path through Python (docs/protocol.md, *Same-host data
+path*): on a ``unix://`` address the client lends tdstored a memfd region
+and big calls move their bytes through it. What it gives must be what
+tensordict gives and what the socket gives, from any number of threads.
+(The whole suite runs over this path too with
+$TDSTORE_TEST_TRANSPORT=unix; faults are tested in
+tests/e2e/shared_memory_test.cc.)"""
+
+import random
+import threading
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+import tdstore
+from tdstore import TensorDictStore
+
+from _helpers import assert_td_equal, random_index
+
+
+def test_a_unix_client_shares_memory_unless_told_not_to(addr, shm_addr):
+    assert tdstore.Client(shm_addr).shares_memory()
+    assert not tdstore.Client(shm_addr, shared_memory_bytes=0).shares_memory()
+    if not addr.startswith("unix:"):
+        assert not tdstore.Client(addr).shares_memory()  # TCP: the socket only
+    with pytest.raises(TypeError, match="unknown tdstore client option"):
+        tdstore.Client(shm_addr, shared_memory=True)
+
+
+def _random_td(n, gen):
+    return TensorDict({
+        "obs": torch.randn(n, 64, generator=gen),
+        "act": torch.randint(-9, 9, (n, 4), generator=gen),
+        "next": {"obs": torch.randn(n, 64, generator=gen)},
+        "done": torch.rand(n, 1, generator=gen) < 0.5,
+    }, batch_size=[n])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_reads_and_writes_through_shared_memory_match_tensordict(shm_addr, seed):
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    n = rng.randrange(1000, 4000)  # obs: 256 KiB to 1 MiB per leaf
+    client = tdstore.Client(shm_addr)
+    assert client.shares_memory()
+    mirror = _random_td(n, gen)
+    td = TensorDictStore.from_dict(mirror, client=client)
+    try:
+        for step in range(30):
+            op = rng.choice(["set", "setitem", "getitem", "get", "all"])
+            where = f"seed {seed} step {step} {op}"
+            if op == "set":
+                key = rng.choice(["obs", ("next", "obs"), "act"])
+                value = _random_td(n, gen)[key]
+                td[key] = value
+                mirror[key] = value
+            elif op == "setitem":
+                index = random_index(rng, n)
+                value = _random_td(n, gen)[index]
+                td[index] = value
+                mirror[index] = value
+            elif op == "getitem":
+                index = random_index(rng, n)
+                got = td[index]
+                got = got.to_tensordict() if hasattr(got, "to_tensordict") else got
+                assert_td_equal(got, mirror[index])
+            elif op == "get":
+                key = rng.choice(["obs", ("next", "obs"), "act", "done"])
+                assert torch.equal(td[key], mirror[key]), where
+            else:
+                assert_td_equal(td.to_tensordict(), mirror), where
+        # What went through shared memory is what the socket reads.
+        socket = TensorDictStore.from_store(td.name, client=tdstore.Client(
+            shm_addr, shared_memory_bytes=0))
+        assert_td_equal(socket.to_tensordict(), mirror)
+    finally:
+        td.drop()
+
+
+def test_threads_sharing_one_region_each_get_their_own_bytes(shm_addr):
+    # One client, one region: concurrent calls take spans of it side by side
+    # (or the socket when it is full), and none sees another's bytes.
+    client = tdstore.Client(shm_addr, shared_memory_bytes=4 << 20)
+    rows = 64  # 1 MiB per leaf: the 4 MiB region holds three or four at once
+    td = TensorDictStore(batch_size=[rows], client=client)
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(15):
+                value = torch.full((rows, 4096), float(t * 100 + i))
+                td[f"t{t}"] = value
+                got = td[f"t{t}"]
+                if not torch.equal(got, value):
+                    errors.append((t, i, got.unique().tolist()))
+        except BaseException as err:  # report, don't lose it in the thread
+            errors.append((t, repr(err)))
+
+    try:
+        assert client.shares_memory()
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        for t in range(6):
+            assert torch.equal(td[f"t{t}"], torch.full((rows, 4096), float(t * 100 + 14)))
+    finally:
+        td.drop()
