@@ -8,7 +8,8 @@
 // client that accepts them (ReadLeavesRequest.accepts), the schema-version
 // trailer, and ServerInfo's revision and capabilities; 4, the same-host
 // data path (ShmSpan; capability "shared_memory", reported only by a
-// tdstored that offers it, with ServerInfo.shm_socket).
+// tdstored that offers it, with ServerInfo.shm_socket) and counted
+// indexed writes (WriteBegin.count_after).
 #ifndef TDSTORE_COMMON_PROTOCOL_REVISION_H_
 #define TDSTORE_COMMON_PROTOCOL_REVISION_H_
 
@@ -22,6 +23,7 @@ inline constexpr const char* kServerCapabilities[] = {
     "schema_version_trailer",  // trailing metadata tdstore-schema-version
     "ring_append",             // WriteBegin.ring
     "record_layout",           // DICT_LAYOUT_RECORD
+    "count_after",             // WriteBegin.count_after
 };
 // Reported beside kServerCapabilities when tdstored has a shared-memory
 // socket.

@@ -444,6 +444,10 @@ grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
       if (s.ok()) seen.SawAfter(after);
       return attempted ? ToGrpc(s) : NothingApplied(ctx, s);
     }
+    if (begin->has_count_after()) {
+      return NothingApplied(ctx, absl::InvalidArgumentError(
+                                     "count_after needs an indexed write; nothing written"));
+    }
     // Every failure of a whole-leaf write leaves nothing visible (the
     // transaction aborts), except a commit whose outcome is unknown.
     absl::Status written = WriteWhole(stream, *begin, resp);
@@ -488,6 +492,11 @@ absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegi
 absl::Status TdStoreService::WriteIndexed(
     WriteStream& stream, const v1::WriteBegin& begin, v1::WriteLeavesResponse* resp,
     bool* attempted, std::optional<store::SchemaVersionSeen>* version_after) {
+  if (begin.has_count_after() && (!begin.has_index() || begin.count_after().counter().empty())) {
+    return absl::InvalidArgumentError(
+        "count_after needs an index (not a ring, not whole leaves) and a counter name; "
+        "nothing written");
+  }
   std::optional<plan::IndexSpec> index;
   store::RingAppend ring;
   if (begin.has_index()) {
@@ -525,6 +534,21 @@ absl::Status TdStoreService::WriteIndexed(
   if (begin.has_ring()) {
     resp->set_ring_start(written->ring_start);
     resp->set_count_value(written->count_value);
+  }
+  if (begin.has_count_after()) {
+    // After the rows, never before: the counter only counts rows written.
+    store::CounterOp op;
+    op.kind = store::CounterOp::Kind::kAdd;
+    op.name = begin.count_after().counter();
+    op.delta = begin.count_after().add();
+    auto counted = store_->Counter({begin.dict(), begin.dict_id()}, op);
+    if (!counted.ok()) {
+      return absl::Status(counted.status().code(),
+                          StrCat("the rows were written but not counted in '", op.name,
+                                 "': ", counted.status().message()));
+    }
+    resp->set_count_value(counted->value);
+    resp->set_counted(true);
   }
   return absl::OkStatus();
 }

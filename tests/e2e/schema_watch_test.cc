@@ -145,7 +145,7 @@ TEST_F(E2eSchemaWatch, OwnChangesAreSeenByTheNextCall) {
   const std::string name = UniqueDictName();
   core::Dict dict = client.create(name, {6});
   core::Dict truth = asking.open(name);
-  ASSERT_TRUE(AnsweredLocally(dict));
+  ASSERT_TRUE(AnsweredLocally(dict)) << near_.LogTail();
 
   std::mt19937 rng(1234);
   const std::vector<Key> paths = {"a", "b", {"n", "x"}, {"n", "y"}, {"n", "m", "z"}, {"o", "p"}};

@@ -247,6 +247,99 @@ TEST_F(ServiceTest, WritesAndReadsRoundTripAndReportTheirVersion) {
   EXPECT_EQ(Get(d, "x"), (std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
 
+// WriteBegin.count_after: the rows an indexed write wrote, then the counter,
+// in one call; a refused write counts nothing, and count_after anywhere
+// but on an indexed write is refused before anything is written.
+TEST_F(ServiceTest, ACountedIndexedWriteCountsOnlyWhatItWrote) {
+  const v1::DictInfo d = Create("counted", {4});
+  {
+    grpc::ClientContext ctx;
+    v1::WriteLeavesResponse resp;
+    ASSERT_TRUE(Put(ctx, d, "x", {4, 2}, {0, 0, 0, 0, 0, 0, 0, 0}, &resp).ok());
+  }
+  auto counter = [&] {
+    grpc::ClientContext ctx;
+    v1::CounterRequest req;
+    req.set_dict(d.name());
+    req.set_name("n");
+    req.set_get(true);
+    v1::CounterResponse resp;
+    EXPECT_TRUE(stub_->Counter(&ctx, req, &resp).ok());
+    return resp.value();
+  };
+  // td[rows] = values as float32 (or `dtype`), counted by `add` in `name`.
+  auto write = [&](std::vector<int64_t> rows, std::vector<float> values, int64_t add,
+                   const std::string& name, v1::DType dtype, bool indexed, bool ring,
+                   v1::WriteLeavesResponse* resp) {
+    grpc::ClientContext ctx;
+    auto writer = stub_->WriteLeaves(&ctx, resp);
+    v1::WriteChunk chunk;
+    v1::WriteBegin* begin = chunk.mutable_begin();
+    begin->set_dict(d.name());
+    begin->set_leaf_count(1);
+    if (indexed) {
+      auto* positions = begin->mutable_index()->add_items()->mutable_positions();
+      for (int64_t r : rows) positions->add_values(r);
+      positions->add_shape(static_cast<int64_t>(rows.size()));
+    }
+    if (ring) {
+      begin->mutable_ring()->set_cursor("c");
+      begin->mutable_ring()->set_rows(static_cast<int64_t>(rows.size()));
+    }
+    begin->mutable_count_after()->set_counter(name);
+    begin->mutable_count_after()->set_add(add);
+    writer->Write(chunk);
+    chunk.Clear();
+    v1::LeafHeader* h = chunk.mutable_header();
+    h->mutable_path()->add_components("x");
+    h->set_dtype(dtype);
+    h->add_shape(static_cast<int64_t>(indexed || ring ? rows.size() : 4));
+    h->add_shape(2);
+    h->set_byte_size(static_cast<int64_t>(values.size() * sizeof(float)));
+    writer->Write(chunk);
+    chunk.Clear();
+    chunk.set_data(std::string(reinterpret_cast<const char*>(values.data()),
+                               values.size() * sizeof(float)));
+    writer->Write(chunk);
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  v1::WriteLeavesResponse resp;
+  ASSERT_TRUE(write({1, 3}, {1, 2, 3, 4}, 2, "n", v1::FLOAT32, true, false, &resp).ok());
+  EXPECT_TRUE(resp.counted());
+  EXPECT_EQ(resp.count_value(), 2);
+  resp.Clear();
+  ASSERT_TRUE(write({0}, {5, 6}, 5, "n", v1::FLOAT32, true, false, &resp).ok());
+  EXPECT_TRUE(resp.counted());
+  EXPECT_EQ(resp.count_value(), 7);
+  const std::vector<float> written = {5, 6, 1, 2, 0, 0, 3, 4};
+  EXPECT_EQ(Get(d, "x"), written);
+  // Refused: nothing written, nothing counted.
+  struct Refused {
+    std::string what;
+    std::vector<int64_t> rows;
+    std::string counter;
+    v1::DType dtype;
+    bool indexed, ring;
+    grpc::StatusCode code;
+  };
+  for (const Refused& r : std::vector<Refused>{
+           {"another dtype", {2}, "n", v1::INT32, true, false, grpc::StatusCode::INVALID_ARGUMENT},
+           {"a row outside", {9}, "n", v1::FLOAT32, true, false, grpc::StatusCode::OUT_OF_RANGE},
+           {"whole leaves", {}, "n", v1::FLOAT32, false, false, grpc::StatusCode::INVALID_ARGUMENT},
+           {"a ring", {2}, "n", v1::FLOAT32, false, true, grpc::StatusCode::INVALID_ARGUMENT},
+           {"no counter name", {2}, "", v1::FLOAT32, true, false,
+            grpc::StatusCode::INVALID_ARGUMENT}}) {
+    v1::WriteLeavesResponse refused;
+    const std::vector<float> values(r.indexed || r.ring ? r.rows.size() * 2 : 8, 9.0f);
+    grpc::Status status = write(r.rows, values, 3, r.counter, r.dtype, r.indexed, r.ring, &refused);
+    EXPECT_EQ(status.error_code(), r.code) << r.what << ": " << status.error_message();
+    EXPECT_FALSE(refused.counted()) << r.what;
+    EXPECT_EQ(counter(), 7) << r.what;
+    EXPECT_EQ(Get(d, "x"), written) << r.what;
+  }
+}
+
 TEST_F(ServiceTest, LimitsAreCheckedBeforeTheStore) {
   ServiceOptions options;
   options.limits.max_leaves_per_call = 2;

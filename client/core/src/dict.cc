@@ -66,11 +66,12 @@ namespace {
 v1::WriteLeavesResponse WriteAndRecord(const Client::Impl& impl, const std::string& name,
                                        const std::string& id,
                                        const std::vector<LeafData>& leaves,
-                                       const WriteOptions& options, const RingAppend* ring) {
+                                       const WriteOptions& options, const RingAppend* ring,
+                                       const CountAfter* count = nullptr) {
   SchemaCopies* copies = impl.schemas.get();
   v1::WriteLeavesResponse response;
   try {
-    response = WriteLeaves(impl, name, id, leaves, options, ring);
+    response = WriteLeaves(impl, name, id, leaves, options, ring, count);
   } catch (const Error& e) {
     if (copies != nullptr && !ChangedNothing(e.code())) copies->Unsure(name, id);
     throw;
@@ -93,6 +94,19 @@ RingAppended Dict::append_ring(const std::vector<LeafData>& leaves, const RingAp
   if (leaves.empty()) throw Error(StatusCode::kInvalidArgument, "a ring append needs a leaf");
   v1::WriteLeavesResponse response = WriteAndRecord(*impl_, name_, id_, leaves, {}, &ring);
   return {response.ring_start(), response.count_value()};
+}
+
+int64_t Dict::write_counted(const std::vector<LeafData>& leaves, const WriteOptions& options,
+                            const std::string& counter, int64_t add) const {
+  if (options.index == nullptr || leaves.empty()) {
+    throw Error(StatusCode::kInvalidArgument,
+                "write_counted needs an index and at least one leaf");
+  }
+  const CountAfter count{counter, add};
+  v1::WriteLeavesResponse response = WriteAndRecord(*impl_, name_, id_, leaves, options, nullptr,
+                                                    &count);
+  // A tdstored before revision 4 ignored count_after: count now.
+  return response.counted() ? response.count_value() : counter_add(counter, add);
 }
 
 void Dict::read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options) const {

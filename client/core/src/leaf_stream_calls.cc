@@ -446,7 +446,8 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
 v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string& dict,
                                     const std::string& dict_id,
                                     const std::vector<LeafData>& leaves,
-                                    const WriteOptions& options, const RingAppend* ring) {
+                                    const WriteOptions& options, const RingAppend* ring,
+                                    const CountAfter* count) {
   std::vector<v1::DType> dtypes;
   dtypes.reserve(leaves.size());
   for (const LeafData& leaf : leaves) dtypes.push_back(CheckWritable(leaf));
@@ -467,6 +468,11 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
     r->set_count(ring->count);
   }
   begin.mutable_begin()->set_refuse_if_locked(options.refuse_if_locked);
+  if (count != nullptr) {
+    v1::CounterAdd* add = begin.mutable_begin()->mutable_count_after();
+    add->set_counter(count->counter);
+    add->set_add(count->add);
+  }
   CheckRequestSize(begin);
   // Nothing to write is not worth a call (and has nothing to make visible);
   // the index above is still checked.
@@ -474,9 +480,11 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
 
   // Writing the same values again leaves the same state, so a write that
   // failed UNAVAILABLE (whatever it did) is simply sent again. A ring
-  // append is not: it reserves rows each time.
-  const Retrier::Safety safety =
-      ring != nullptr ? Retrier::kOnlyIfNothingApplied : Retrier::kIdempotent;
+  // append is not (it reserves rows each time), nor a counted write (it
+  // adds to its counter each time).
+  const Retrier::Safety safety = ring != nullptr || count != nullptr
+                                     ? Retrier::kOnlyIfNothingApplied
+                                     : Retrier::kIdempotent;
   // Bytes past one small message go through shared memory when the client
   // lent tdstored a region with room for them (shm_arena.h).
   int64_t laid_out = 0;

@@ -14,18 +14,26 @@
 
 namespace tdstore::core {
 
+// Dict::write_counted: the counter an indexed write counts its rows in.
+struct CountAfter {
+  std::string counter;
+  int64_t add = 0;
+};
+
 // Dict::write (core.h): every leaf in one WriteLeaves stream, visible
 // together when it ends, or none is. Retried on UNAVAILABLE within
 // retry_for: writing the same values again leaves the same state. Returns
 // tdstored's answer (the leaves written, the schema version after); an
 // empty list makes no call and returns an empty answer. With `ring`
 // (Dict::append_ring), the rows are the ring's instead of options.index,
-// and the call is repeated only if tdstored says it changed nothing.
+// and the call is repeated only if tdstored says it changed nothing; so is
+// it with `count` (Dict::write_counted: WriteBegin.count_after).
 v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string& dict,
                                     const std::string& dict_id,
                                     const std::vector<LeafData>& leaves,
                                     const WriteOptions& options,
-                                    const RingAppend* ring = nullptr);
+                                    const RingAppend* ring = nullptr,
+                                    const CountAfter* count = nullptr);
 
 // Dict::read (core.h).
 void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,

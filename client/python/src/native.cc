@@ -650,6 +650,18 @@ PYBIND11_MODULE(_native, m) {
           py::arg("leaves"), py::arg("index") = py::none(), py::arg("progress") = py::none(),
           py::arg("refuse_if_locked") = false)
       .def(
+          "write_counted",
+          [](const core::Dict& dict, const py::list& leaves, const py::list& index,
+             const std::string& counter, int64_t add) {
+            const std::vector<core::LeafData> data = ToLeafData(leaves);
+            const core::Index terms = ToIndex(index);
+            core::WriteOptions options;
+            options.index = &terms;
+            py::gil_scoped_release nogil;
+            return dict.write_counted(data, options, counter, add);
+          },
+          py::arg("leaves"), py::arg("index"), py::arg("counter"), py::arg("add"))
+      .def(
           "append_ring",
           [](const core::Dict& dict, const py::list& leaves, const std::string& cursor,
              int64_t rows, const std::string& count) {

@@ -55,17 +55,21 @@ class StoreWrites:
 
     # -- writes --
 
-    def _write(self, items, terms=None, refuse_if_locked=False, ring=None):
+    def _write(self, items, terms=None, refuse_if_locked=False, ring=None, count=None):
         """One write of ``items``: whole leaves, or the rows ``terms`` select,
         or with ``ring`` ((cursor, rows, count)) a ring append, whose
-        (start, count value) it returns."""
+        (start, count value) it returns; with ``count`` ((counter, add)) the
+        rows ``terms`` select, counted in that dict counter, whose value
+        afterwards it returns."""
         rows = terms is not None or ring is not None
         leaves, keep = _native_leaves(items, None if rows else self._batch_size)
         result = None
-        if ring is None:
-            self._dict.write(leaves, terms, refuse_if_locked=refuse_if_locked)
-        else:
+        if ring is not None:
             result = self._dict.append_ring(leaves, *ring)
+        elif count is not None:
+            result = self._dict.write_counted(leaves, terms, *count)
+        else:
+            self._dict.write(leaves, terms, refuse_if_locked=refuse_if_locked)
         del keep
         return result
 
@@ -217,7 +221,19 @@ class StoreWrites:
             out.append((p, v.as_rows(want, new_slot)))
         return out
 
-    def _indexed_write(self, items, terms, index=None, ring=None):
+    def _set_counted(self, index, rows, counter: str, add: int) -> int:
+        """``td[index] = rows`` (a TensorDict or dict) and then ``add`` added
+        to the dict counter ``counter``, in one call (the counter never
+        counts rows not yet written); returns the counter's value after.
+        For writers that keep a length, as torchrl's storages do."""
+        conv = convert_index(index, self._batch_size)
+        if conv.post is not None:
+            raise IndexError("None (newaxis) in an indexed write is not supported by "
+                             "TensorDictStore: index without it")
+        return self._indexed_write(_flatten(rows, self._prefix, []), conv.terms, index=index,
+                                   count=(counter, add))
+
+    def _indexed_write(self, items, terms, index=None, ring=None, count=None):
         """One indexed write of ``items`` ((full path, tensor or Values)),
         prepared from the schema (_prepared: no round trip while the schema
         copy is watched). If tdstored refuses it, the schema copy is brought up
@@ -227,7 +243,8 @@ class StoreWrites:
         once more; otherwise tdstored's error stands."""
         schema = self._describe_full()
         try:
-            return self._write(self._prepared(items, schema, index), terms, ring=ring)
+            return self._write(self._prepared(items, schema, index), terms, ring=ring,
+                               count=count)
         except InvalidArgumentError:
             fresh = self._describe_full()
 
@@ -237,7 +254,8 @@ class StoreWrites:
 
             if all(what(fresh, p) == what(schema, p) for p, _ in items):
                 raise
-            return self._write(self._prepared(items, fresh, index), terms, ring=ring)
+            return self._write(self._prepared(items, fresh, index), terms, ring=ring,
+                               count=count)
 
     def _prepared(self, items, schema, index):
         """``items`` as the leaves they are written into are: a tensor aimed at

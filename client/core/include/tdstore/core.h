@@ -474,6 +474,17 @@ class Dict {
   // uncounted). Not repeated after UNAVAILABLE unless tdstored says it
   // changed nothing: it is not safe to repeat.
   RingAppended append_ring(const std::vector<LeafData>& leaves, const RingAppend& ring) const;
+  // An indexed write (options.index required, INVALID_ARGUMENT otherwise)
+  // that then adds `add` to the dict counter `counter`, as counter_add
+  // would, and returns the counter's value afterwards: a writer that keeps
+  // a length (torchrl's RoundRobinWriter) writes and counts in one call
+  // (WriteBegin.count_after), and the counter never counts rows not yet
+  // written. From a tdstored older than protocol revision 4, which does not
+  // count, the write is followed by counter_add. Errors: as write(); a
+  // refused write counts nothing. Not repeated after UNAVAILABLE unless
+  // tdstored says it changed nothing: it is not safe to repeat.
+  int64_t write_counted(const std::vector<LeafData>& leaves, const WriteOptions& options,
+                        const std::string& counter, int64_t add) const;
 
   // read() without waiting: the read runs on one of the library's
   // read-ahead threads (RunOnReadAheadThread) and this returns at once, so

@@ -254,11 +254,16 @@ class TdStoreStorage(StoreStorage):
         selecting ``index_dims`` storage dims) and adds ``count`` dim-0 rows
         to the length (None: the rows ``cursor`` names)."""
         store = self._writable(stored, kind, index_dims, isinstance(cursor, int))
-        store[cursor] = stored
         if count is None:
             count = self._dim0_count(cursor)
-        if count:
-            self._counted(store.counter_add(WRITTEN, count))
+        if count and is_tensor_collection(stored):
+            # Written and counted in one call: the length never counts rows
+            # not yet written.
+            self._counted(store._set_counted(cursor, stored, WRITTEN, count))
+        else:
+            store[cursor] = stored
+            if count:
+                self._counted(store.counter_add(WRITTEN, count))
         self._bump_mutation_revision()
 
     def _append(self, data, single: bool) -> tuple[int, int]:
