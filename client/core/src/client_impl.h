@@ -67,7 +67,8 @@ struct Client::Impl {
   // The same-host data path: the arena a call takes spans of, lent on
   // first use; null when the call's bytes go over the socket (see
   // ClientOptions::shared_memory_bytes). After a failed lend, or a tdstored
-  // that offers none, the next try is 30 s later.
+  // that offers none, the next try is 30 s later; after a tdstored that
+  // could not be asked, 1 s later.
   std::shared_ptr<ShmArena> SharedMemory() const;
   // Stops using `arena` (if it is still the current one): its call ended
   // without tdstored's answer, or tdstored no longer holds it. The next

@@ -12,6 +12,7 @@ namespace tdstore::core {
 namespace {
 
 constexpr std::chrono::seconds kRetryLend{30};
+constexpr std::chrono::seconds kRetryAsk{1};
 
 // The socket file of a "unix:" target (gRPC's forms: unix:path,
 // unix:/path, unix:///path); empty for any other target.
@@ -37,13 +38,15 @@ std::shared_ptr<ShmArena> Client::Impl::SharedMemory() const {
   if (now < shm_next_try) return nullptr;
 
   // Asked as any read is (retried while tdstored restarts). Unreachable is
-  // no answer: the next call asks again; only what it answers waits
+  // no answer: a call a second later asks again (not every call, which
+  // would each wait out the retries first); what tdstored answers waits
   // kRetryLend.
   v1::ServerInfo info;
   try {
     Call(&v1::TdStore::Stub::GetServerInfo, v1::GetServerInfoRequest(), &info,
          Retrier::kIdempotent);
   } catch (const Error&) {
+    shm_next_try = std::chrono::steady_clock::now() + kRetryAsk;
     return nullptr;
   }
   shm_next_try = now + kRetryLend;

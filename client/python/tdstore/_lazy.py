@@ -65,6 +65,9 @@ class _RowDict:
         kwargs.pop("refuse_if_locked", None)  # rows of existing leaves: as tensordict allows
         return self._native.write(leaves, self._at(index), **kwargs)
 
+    def write_counted(self, leaves, index, counter, add):
+        return self._native.write_counted(leaves, self._at(index), counter, add)
+
     def fill(self, leaves, index=None):
         return self._native.fill(leaves, self._at(index))
 
@@ -141,13 +144,13 @@ class _StackElement(TensorDictStore):
 
     # Writes: every whole-leaf write of a view is a write of its row, cast to
     # the leaves' dtypes (_indexed_write).
-    def _write(self, items, terms=None, refuse_if_locked=False, ring=None):
+    def _write(self, items, terms=None, refuse_if_locked=False, ring=None, count=None):
         if ring is not None:
             raise RuntimeError(f"append_ring: {_WHOLE_STACK}")
         if terms is None:
-            return self._indexed_write(items, [], index=Ellipsis)
+            return self._indexed_write(items, [], index=Ellipsis, count=count)
         self._check_cell_shapes(items, terms)
-        return super()._write(items, terms, refuse_if_locked)
+        return super()._write(items, terms, refuse_if_locked, count=count)
 
     def _check_cell_shapes(self, items, terms):
         """An element's entry whose elements differ in shape is a ragged leaf,
