@@ -88,6 +88,7 @@ class ClusterClient : public RedisClient {
                                     absl::Span<const std::string_view> args, int replicas,
                                     std::chrono::milliseconds timeout) override;
   absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) override;
+  bool pipelines_in_order() const override { return false; }  // a connection per node
   std::string Describe() const override;
   // Tries the nodes it knows (masters first), then the seeds.
   absl::StatusOr<std::unique_ptr<Connection>> ConnectForSubscribe() override;

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -107,6 +108,8 @@ class Connection {
   RedisNodeEvents* events_;
   int pending_ = 0;
   bool broken_ = false;
+  // Append's RESP text, kept between calls so its capacity is reused.
+  std::string format_buffer_;
 };
 
 }  // namespace tdstore::redis

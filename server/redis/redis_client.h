@@ -107,6 +107,9 @@ class RedisClient {
 
   // A new pipeline; see Pipeline.
   virtual absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) = 0;
+  // Pipeline::in_order() of every pipeline this client makes, known before
+  // one is made (a caller chooses its commands by it).
+  virtual bool pipelines_in_order() const = 0;
 
   // A connection of the caller's own, outside every pool, for a subscriber:
   // to the server, or to any cluster node that answers (a PUBLISH reaches

@@ -35,6 +35,7 @@ class StandaloneClient : public RedisClient {
   absl::StatusOr<std::vector<Reply>> CallOnEveryMaster(
       absl::Span<const std::string_view> argv) override;
   absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) override;
+  bool pipelines_in_order() const override { return true; }  // one connection
   std::string Describe() const override;
   absl::StatusOr<std::unique_ptr<Connection>> ConnectForSubscribe() override;
 

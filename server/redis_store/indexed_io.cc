@@ -170,12 +170,31 @@ absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool pr
         auto ack = (*pipe)->Receive();
         if (!ack.ok()) return ack.status();
         if (!ack->is_status() || (ack->str() != "OK" && ack->str() != "QUEUED")) {
+          // Refused as it was queued (out of memory, say): EXEC will
+          // answer EXECABORT and run none of it. Said as what it is.
+          const std::string_view tag = ErrorTag(*ack);
+          if (ack->is_error() && tag != "MOVED" && tag != "ASK") {
+            return ReplyStatus(*ack, "indexed block access");
+          }
           return StaleError(StrCat("a block's transaction (", ack->str(), ")"));
         }
       }
     }
     auto reply = (*pipe)->Receive();
     if (!reply.ok()) return reply.status();
+    if (!c.transaction.empty() && reply->is_error() && ErrorTag(*reply) != "EXECABORT") {
+      // EXEC itself refused (Redis ran out of memory after the commands
+      // were queued): none of it ran, and the connection may still be in
+      // MULTI with the next blocks' commands queued. DISCARD ends it
+      // either way; the replies behind are read, so the connection goes
+      // back to the pool clean.
+      const absl::Status refused = ReplyStatus(*reply, "indexed block access");
+      if ((*pipe)->Send(c.routing_key, {"DISCARD"}).ok()) {
+        while ((*pipe)->outstanding() > 0 && (*pipe)->Receive().ok()) {
+        }
+      }
+      return refused;
+    }
     if (!c.transaction.empty() && (reply->is_error() || reply->size() != c.transaction.size())) {
       return StaleError(StrCat("a block's transaction (EXEC: ", reply->str(), ")"));
     }
@@ -364,6 +383,54 @@ WritePlan PlanWrite(const BlockWork& work) {
 // more less (1,000: 12 -> 8.8 ms).
 constexpr size_t kMinGroupRuns = 16;
 
+// What guard_runs.lua appends to a key it moves aside.
+constexpr char kHoldSuffix[] = ":tdstore-held";
+
+// A block's write as one transaction (WriteIndexed: standalone Redis):
+// guard_runs.lua, a SETRANGE per range of `plan` in its order (so where an
+// index selects a cell twice the last occurrence wins), release_runs.lua.
+// `bytes_of(first, last)` are the bytes of plan.order[first, last).
+template <typename BytesOf>
+void GuardedWrite(BlockCommand& cmd, const WritePlan& plan, BytesOf&& bytes_of) {
+  std::vector<int64_t> reach(cmd.keys.size(), 0);
+  for (const WritePlan::Range& r : plan.ranges) {
+    int64_t& k = reach[static_cast<size_t>(r.key - 1)];
+    k = std::max(k, r.offset + r.length);
+  }
+  // Per range its offset; per key its reach; numkeys for both scripts:
+  // WriteIndexed reserved room for them, so `storage` does not reallocate
+  // (views point into it).
+  const Scripts& scripts = GetScripts();
+  const std::string_view numkeys = cmd.storage.emplace_back(StrCat(cmd.keys.size()));
+  std::vector<std::string_view> guard = {"EVAL", scripts.guard_runs.body(), numkeys};
+  guard.insert(guard.end(), cmd.keys.begin(), cmd.keys.end());
+  for (int64_t r : reach) guard.push_back(cmd.storage.emplace_back(StrCat(r)));
+  guard.push_back(kHoldSuffix);
+  cmd.transaction.push_back(std::move(guard));
+  for (const WritePlan::Range& r : plan.ranges) {
+    cmd.transaction.push_back({"SETRANGE", cmd.keys[static_cast<size_t>(r.key - 1)],
+                               cmd.storage.emplace_back(StrCat(r.offset)),
+                               bytes_of(r.first, r.last)});
+  }
+  std::vector<std::string_view> release = {"EVAL", scripts.release_runs.body(), numkeys};
+  release.insert(release.end(), cmd.keys.begin(), cmd.keys.end());
+  release.push_back(kHoldSuffix);
+  cmd.transaction.push_back(std::move(release));
+  cmd.routing_key = cmd.keys.front();
+}
+
+// The outcome of a GuardedWrite block from its EXEC reply: the guard's
+// TDSTALE as a stale block; any other error reply (none is expected once
+// the guard let the SETRANGEs write) as that error.
+absl::Status GuardedWriteStatus(const redis::Reply& exec) {
+  const redis::ReplyView guard = exec[0];
+  if (ErrorTag(guard) == "TDSTALE") return StaleBlock(ErrorDetail(guard));
+  for (size_t i = 0; i < exec.size(); ++i) {
+    if (auto s = ReplyStatus(exec[i], "indexed block write"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int64_t CoverAllowance(int64_t runs) {
@@ -447,8 +514,14 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
   auto blocks = GroupByBlock(store, schema, index, leaves);
   if (!blocks.ok()) return blocks.status();
 
-  // Every block is a write_runs.lua call, even with a single run: only the
-  // script can refuse to write into a key that no longer exists.
+  // A block's write must refuse, writing nothing, when one of its keys is
+  // gone or short (a generation replaced meanwhile): SETRANGE alone would
+  // create the key. On standalone Redis the bytes go as plain SETRANGEs in
+  // a MULTI between guard_runs.lua and release_runs.lua, which keep that
+  // rule without a byte passing through Lua (guard_runs.lua says why). A
+  // cluster pipeline re-issues a redirected command outside its MULTI, so
+  // there every block is one write_runs.lua call, even with a single run.
+  const bool guarded = store.redis().pipelines_in_order();
   std::vector<BlockCommand> commands;
   commands.reserve(blocks->size());
   for (const auto& [block, work] : *blocks) {
@@ -456,7 +529,8 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
     const WritePlan plan = PlanWrite(work);
     // Per range at most 4 numbers (a group's); the keys, the group count
     // and numkeys. `storage` must not reallocate: views point into it.
-    cmd.storage.reserve(work.keys.size() + 4 * plan.ranges.size() + 2);
+    // GuardedWrite's numbers fit too: a key's reach, an offset per range.
+    cmd.storage.reserve(2 * work.keys.size() + 4 * plan.ranges.size() + 2);
     for (const std::string& k : work.keys) cmd.keys.push_back(cmd.storage.emplace_back(k));
     // The bytes of the runs plan.order[first, last), back to back: viewed in
     // place where they lie so in one leaf's value (a step slice's rows of a
@@ -482,6 +556,10 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
       }
       return gathered;
     };
+    if (guarded) {
+      GuardedWrite(cmd, plan, bytes_of);
+      continue;
+    }
     // write_runs.lua's arguments: the group count, the groups, then the
     // single ranges. Ranges of one key and length at a fixed stride, at
     // least kMinGroupRuns of them, form a group: a step slice's rows of a
@@ -521,8 +599,10 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
     cmd.args.insert(cmd.args.end(), singles.begin(), singles.end());
     FinishScriptCommand(cmd, GetScripts().write_runs, StrCat(work.keys.size()));
   }
-  return RunBlocks(store, schema, probe, commands, true,
-                   [](size_t, const redis::Reply&) { return absl::OkStatus(); }, version_after);
+  return RunBlocks(store, schema, probe, commands, true, [&](size_t i, const redis::Reply& reply) {
+    if (commands[i].transaction.empty()) return absl::OkStatus();  // write_runs.lua's 1
+    return GuardedWriteStatus(reply);
+  }, version_after);
 }
 
 }  // namespace tdstore::store

@@ -5,9 +5,11 @@
 // each leaf's cells become byte runs split at part boundaries; the runs of
 // *all* leaves are grouped by storage block, and each block is served by one
 // call: for a read, a plain GETRANGE when the block needs one range, else
-// its GETRANGEs in one MULTI/EXEC; for a write, write_runs.lua with every
-// run of every leaf in that block (runs at a fixed stride, as a step slice's
-// rows, as one group: one argument of bytes, sent in place).
+// its GETRANGEs in one MULTI/EXEC; for a write on standalone Redis, a
+// SETRANGE per range in one MULTI/EXEC between guard_runs.lua and
+// release_runs.lua (no byte through Lua), on a cluster write_runs.lua with
+// every run of every leaf in that block (runs at a fixed stride, as a step
+// slice's rows, as one group: one argument of bytes, sent in place).
 // So all selected rows of all leaves within one block are read or written
 // atomically together; rows in different blocks are not (a reader may see
 // block 1 before and block 2 after a concurrent write). Every block call of
@@ -20,8 +22,9 @@
 // is used. For a write the block calls behind the probe may have run:
 // the caller redoes the write from a fresh schema (see schema_cache.h).
 //
-// Writes never create keys: write_runs.lua checks every key exists and is
-// long enough, and answers "stale" instead. A stale block (the leaf was
+// Writes never create keys: guard_runs.lua (or write_runs.lua) checks every
+// key exists and is long enough, and answers "stale" instead, the block
+// unwritten. A stale block (the leaf was
 // replaced or deleted since the schema was read) fails the call with
 // IsStale(status); callers refresh the schema and retry once.
 //

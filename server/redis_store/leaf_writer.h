@@ -21,7 +21,8 @@
 //     the block keys, and the namespace reservation must have succeeded
 //     before the entry (which the sweeper returns bytes for) exists;
 //  4. the bytes go to that generation's block keys as pipelined SETRANGE
-//     windows (a part that fits one window as one SET), 8 in flight; every
+//     windows (a part that fits one window as one SET, and so does a whole
+//     part the caller hands at once, up to 64 MiB: lent bytes), 8 in flight; every
 //     reply is read before the commit, so no lost or failed window can be
 //     committed (the blocks live in other slots than the commit script's,
 //     which cannot check them);

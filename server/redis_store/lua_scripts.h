@@ -14,7 +14,9 @@ extern const char kClaimPending[];
 extern const char kCommitLeaves[];
 extern const char kCounter[];
 extern const char kDeleteLeaves[];
+extern const char kGuardRuns[];
 extern const char kMarkDeleting[];
+extern const char kReleaseRuns[];
 extern const char kRenameDict[];
 extern const char kRenameLeaves[];
 extern const char kPublishDict[];
@@ -39,8 +41,13 @@ struct Scripts {
   redis::Script commit_leaves;
   redis::Script counter;
   redis::Script delete_leaves;
+  // guard_runs and release_runs are sent with EVAL, their whole body, inside
+  // a MULTI (indexed_io.cc): an EVALSHA there could meet NOSCRIPT with the
+  // block's SETRANGEs queued behind it. Never preloaded.
+  redis::Script guard_runs;
   redis::Script mark_deleting;
   redis::Script publish_dict;
+  redis::Script release_runs;
   redis::Script rename_dict;
   redis::Script rename_leaves;
   redis::Script reserve_bytes;

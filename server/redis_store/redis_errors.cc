@@ -6,20 +6,20 @@
 
 namespace tdstore::store {
 
-std::string_view ErrorTag(const redis::Reply& reply) {
+std::string_view ErrorTag(redis::ReplyView reply) {
   if (!reply.is_error()) return {};
   std::string_view s = reply.str();
   return s.substr(0, s.find_first_of(" \n"));
 }
 
-std::string_view ErrorDetail(const redis::Reply& reply) {
+std::string_view ErrorDetail(redis::ReplyView reply) {
   if (!reply.is_error()) return {};
   std::string_view s = reply.str();
   size_t space = s.find(' ');
   return space == std::string_view::npos ? std::string_view() : s.substr(space + 1);
 }
 
-absl::Status ReplyStatus(const redis::Reply& reply, std::string_view what) {
+absl::Status ReplyStatus(redis::ReplyView reply, std::string_view what) {
   if (!reply.is_error()) return absl::OkStatus();
   std::string msg(reply.str());
   if (absl::StartsWith(msg, "OOM")) {

@@ -21,12 +21,20 @@ namespace tdstore::store {
 
 // OK for a non-error reply; the mapped status for an error reply. `what`
 // names the operation for the message.
-absl::Status ReplyStatus(const redis::Reply& reply, std::string_view what);
+// (Each takes a reply or an element of one, as EXEC's replies are.)
+absl::Status ReplyStatus(redis::ReplyView reply, std::string_view what);
+inline absl::Status ReplyStatus(const redis::Reply& reply, std::string_view what) {
+  return ReplyStatus(reply.view(), what);
+}
 
 // First word of an error reply ("TDNOTFOUND"), empty if not an error.
-std::string_view ErrorTag(const redis::Reply& reply);
+std::string_view ErrorTag(redis::ReplyView reply);
+inline std::string_view ErrorTag(const redis::Reply& reply) { return ErrorTag(reply.view()); }
 // The rest of an error reply after its tag.
-std::string_view ErrorDetail(const redis::Reply& reply);
+std::string_view ErrorDetail(redis::ReplyView reply);
+inline std::string_view ErrorDetail(const redis::Reply& reply) {
+  return ErrorDetail(reply.view());
+}
 
 // OutcomeUnknown / IsOutcomeUnknown: server/store/outcome.h.
 

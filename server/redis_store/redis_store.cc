@@ -229,6 +229,8 @@ class TxnLeafWrite final : public LeafWrite {
     return txn_->BeginLeaf(path, record, byte_size);
   }
   absl::Status Append(std::string bytes) override { return txn_->Append(bytes); }
+  // WriteTxn::Append sends from the caller's memory and keeps nothing.
+  absl::Status AppendLent(std::string_view bytes) override { return txn_->Append(bytes); }
   absl::StatusOr<CommitResult> Commit() override { return txn_->Commit(); }
 
  private:

@@ -118,14 +118,18 @@ absl::StatusOr<WriteStream::Piece> WriteStream::Next() {
 absl::StatusOr<WriteStream::Piece> WriteStream::NextOfSmall() {
   const auto& leaves = chunk_.small().leaves();
   if (!small_pending_.empty()) {
-    std::string_view piece = small_pending_.substr(0, kMaxChunkBytes);
+    // A span goes on whole: its bytes stay where they are until the call
+    // ends, and the store sends them from there (LeafWrite::AppendLent).
+    std::string_view piece =
+        small_pending_lent_ ? small_pending_ : small_pending_.substr(0, kMaxChunkBytes);
     small_pending_.remove_prefix(piece.size());
-    return OnData(piece);
+    return OnData(piece, small_pending_lent_);
   }
   if (small_next_ < leaves.size()) {
     const int i = small_next_++;
     const shm::Span& span = small_spans_[i];
-    small_pending_ = leaves[i].has_shm() ? std::string_view(span.data, span.size)
+    small_pending_lent_ = leaves[i].has_shm();
+    small_pending_ = small_pending_lent_ ? std::string_view(span.data, span.size)
                                          : std::string_view(leaves[i].data());
     return OnHeader(leaves[i].header());
   }
@@ -180,10 +184,10 @@ absl::StatusOr<WriteStream::Piece> WriteStream::OnHeader(const v1::LeafHeader& h
   return Piece::kHeader;
 }
 
-absl::StatusOr<WriteStream::Piece> WriteStream::OnData(std::string_view bytes) {
+absl::StatusOr<WriteStream::Piece> WriteStream::OnData(std::string_view bytes, bool lent) {
   if (leaves_ == 0) return absl::InvalidArgumentError("data arrived before any leaf header");
   const int64_t size = static_cast<int64_t>(bytes.size());
-  if (size > kMaxChunkBytes) {
+  if (size > kMaxChunkBytes && !lent) {
     return absl::InvalidArgumentError(
         StrCat("data chunk of ", size, " bytes exceeds the 1 MiB chunk limit"));
   }
@@ -194,6 +198,7 @@ absl::StatusOr<WriteStream::Piece> WriteStream::OnData(std::string_view bytes) {
   }
   leaf_received_ += size;
   data_ = bytes;
+  data_lent_ = lent;
   return Piece::kData;
 }
 
@@ -207,6 +212,7 @@ std::string WriteStream::TakeData() {
     taken.assign(data_);
   }
   data_ = {};
+  data_lent_ = false;
   return taken;
 }
 

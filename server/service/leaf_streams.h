@@ -4,7 +4,8 @@
 // and exactly its byte_size bytes of data chunks (<= 1 MiB each); or a
 // SmallWrite, one message that holds all of that, its leaves' bytes inline
 // or (the same-host data path) in spans of a region the client lent
-// (shm_spans.h), handed on in pieces of <= 1 MiB as chunks are. WriteStream
+// (shm_spans.h), handed on in pieces of <= 1 MiB as chunks are (a span:
+// whole, see data_lent()). WriteStream
 // reads it and refuses, with INVALID_ARGUMENT, a stream that breaks the
 // framing: no WriteBegin first, a second WriteBegin, data before a header or
 // past what the header announced, a header before the previous leaf is
@@ -72,6 +73,10 @@ class WriteStream {
   absl::StatusOr<Piece> Next();
   const Header& header() const { return header_; }
   std::string_view data() const { return data_; }
+  // True if data() lies in a region the client lent: valid and unchanged
+  // until the call ends, and handed on whole, one piece per leaf (a
+  // chunk's 1 MiB bound is for what a message carries).
+  bool data_lent() const { return data_lent_; }
   // The current data piece as a string of its own, moved out of the stream
   // rather than copied where it can be; data() is empty afterwards.
   std::string TakeData();
@@ -85,7 +90,7 @@ class WriteStream {
   absl::StatusOr<Piece> NextOfSmall();
   // The checks of each piece, wherever it came from.
   absl::StatusOr<Piece> OnHeader(const v1::LeafHeader& header);
-  absl::StatusOr<Piece> OnData(std::string_view bytes);
+  absl::StatusOr<Piece> OnData(std::string_view bytes, bool lent = false);
   absl::StatusOr<Piece> OnEnd();
 
   grpc::ServerContext* const ctx_;
@@ -95,12 +100,14 @@ class WriteStream {
   const shm::RegionTable* const regions_;
   int32_t announced_leaves_ = 0;  // WriteBegin.leaf_count (0: not stated)
   v1::WriteChunk chunk_;
-  std::string_view data_;  // the current data piece, inside chunk_ or span_
+  std::string_view data_;  // the current data piece, inside chunk_ or a span
+  bool data_lent_ = false;  // data_ is in a span
   // A SmallWrite being walked: the next leaf in it, and the bytes of the one
   // before still to hand on (inline in chunk_, or in span_).
   bool small_ = false;
   int small_next_ = 0;
   std::string_view small_pending_;
+  bool small_pending_lent_ = false;
   // The SmallWrite's leaves' spans, resolved by Begin (empty for a leaf
   // inline): they keep lent regions mapped while their bytes are used.
   std::vector<shm::Span> small_spans_;

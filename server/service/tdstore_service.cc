@@ -475,7 +475,7 @@ absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegi
         break;
       }
       case WriteStream::Piece::kData:
-        status = w.Append(stream.TakeData());
+        status = stream.data_lent() ? w.AppendLent(stream.data()) : w.Append(stream.TakeData());
         break;
       case WriteStream::Piece::kEnd: {
         auto result = w.Commit();

@@ -46,6 +46,13 @@ class BufferedLeafWrite final : public LeafWrite {
         size);
   }
 
+  // Lent bytes hold no memory of ours: written behind in their turn if a
+  // worker runs, else at once, never copied.
+  absl::Status AppendLent(std::string_view bytes) override {
+    if (!behind_) return write_->AppendLent(bytes);
+    return behind_->Push([w = write_.get(), bytes] { return w->AppendLent(bytes); }, 0);
+  }
+
   absl::StatusOr<CommitResult> Commit() override {
     if (behind_) {
       if (auto s = behind_->Wait(); !s.ok()) return s;

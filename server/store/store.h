@@ -68,6 +68,11 @@ class LeafWrite {
   // store may write them behind the call (while the caller receives the
   // next chunk); an error of such a write is returned by a later call.
   virtual absl::Status Append(std::string bytes) = 0;
+  // As Append, for bytes the caller keeps valid and unchanged until Commit
+  // returns or the write is destroyed (a span of a region a client lent,
+  // held for the whole call): the store may send them from where they lie,
+  // and take any number at once. By default they are copied into Append.
+  virtual absl::Status AppendLent(std::string_view bytes) { return Append(std::string(bytes)); }
   // Makes every leaf written visible in one step; the write is done either
   // way. INVALID_ARGUMENT if the last leaf is short of its bytes.
   virtual absl::StatusOr<CommitResult> Commit() = 0;

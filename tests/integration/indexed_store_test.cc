@@ -308,6 +308,73 @@ TEST_F(IndexedStoreTest, WriteRunsScriptWritesGroupsAndSingleRunsOrNothing) {
   EXPECT_EQ(redis_->Command({"GET", a}).at(0), ".AA...BB...CC.....ZZ");
 }
 
+// guard_runs.lua and release_runs.lua around plain SETRANGEs, in one MULTI
+// as WriteIndexed sends them on standalone Redis: with every key a string
+// long enough the runs land; with one key short, gone or of another type no
+// byte is written anywhere, no key is created, and every key comes back as
+// it was (DUMP-exact), with no hold key left behind.
+TEST_F(IndexedStoreTest, GuardedSetrangesWriteAllOrNothingAndLeaveNoTrace) {
+  if (!client_->pipelines_in_order()) GTEST_SKIP() << "standalone only: a cluster uses write_runs.lua";
+  const std::string a = "{" + ns_ + "}:a";
+  const std::string b = "{" + ns_ + "}:b";
+  const Scripts& s = GetScripts();
+  // The transaction for runs "AA" at a[1] and "xyz" at b[4], the guard told
+  // that b's runs reach `b_reach`; returns EXEC's replies as text.
+  auto write = [&](int64_t b_reach) {
+    auto pipe = client_->NewPipeline(16);
+    EXPECT_TRUE(pipe.ok()) << pipe.status();
+    const std::string reach_b = std::to_string(b_reach);
+    const std::string_view suffix = ":tdstore-held";
+    std::vector<std::vector<std::string_view>> cmds = {
+        {"MULTI"},
+        {"EVAL", s.guard_runs.body(), "2", a, b, "3", reach_b, suffix},
+        {"SETRANGE", a, "1", "AA"},
+        {"SETRANGE", b, "4", "xyz"},
+        {"EVAL", s.release_runs.body(), "2", a, b, suffix},
+        {"EXEC"}};
+    for (const auto& c : cmds) EXPECT_TRUE((*pipe)->Send(a, c).ok());
+    std::vector<std::string> out;
+    for (size_t i = 0; i + 1 < cmds.size(); ++i) EXPECT_TRUE((*pipe)->Receive().ok());
+    auto exec = (*pipe)->Receive();
+    EXPECT_TRUE(exec.ok()) << exec.status();
+    for (size_t i = 0; exec.ok() && i < exec->size(); ++i) {
+      out.push_back((*exec)[i].is_integer() ? std::to_string((*exec)[i].integer())
+                                            : std::string((*exec)[i].str()));
+    }
+    return out;
+  };
+  redis_->Command({"SET", a, std::string(8, '.')});
+  redis_->Command({"SET", b, std::string(10, '.')});
+  std::vector<std::string> ok = write(7);
+  ASSERT_EQ(ok.size(), 4u);
+  EXPECT_EQ(ok[0], "0");
+  EXPECT_EQ(redis_->Command({"GET", a}).at(0), ".AA.....");
+  EXPECT_EQ(redis_->Command({"GET", b}).at(0), "....xyz...");
+
+  auto refused = [&](const std::string& what, int64_t b_reach) {
+    const std::vector<std::string> before = Snapshot();
+    std::vector<std::string> r = write(b_reach);
+    ASSERT_EQ(r.size(), 4u) << what;
+    EXPECT_EQ(r[0].substr(0, 7), "TDSTALE") << what << ": " << r[0];
+    EXPECT_EQ(r[1].substr(0, 9), "WRONGTYPE") << what << ": " << r[1];
+    EXPECT_EQ(r[2].substr(0, 9), "WRONGTYPE") << what << ": " << r[2];
+    EXPECT_EQ(Snapshot(), before) << what << " changed Redis";
+  };
+  redis_->Command({"SET", a, "--------"});
+  refused("a run past b's end", 11);
+  redis_->Command({"SET", b, "short"});
+  refused("b cut short", 7);
+  redis_->Command({"DEL", b});
+  refused("b gone", 7);
+  EXPECT_EQ(redis_->Command({"EXISTS", b}).at(0), "0") << "a gone key was created";
+  redis_->Command({"RPUSH", b, "x", "y"});
+  refused("b a list", 7);
+  redis_->Command({"DEL", b});
+  redis_->Command({"HSET", b, "f", "v"});
+  refused("b a hash", 7);
+  EXPECT_EQ(redis_->Command({"HGET", b, "f"}).at(0), "v");
+}
+
 // A step slice written from a schema whose leaf was replaced meanwhile: the
 // block's call holds a group for each leaf, the replaced leaf's key is gone,
 // and the script refuses the whole block, so the other leaf is untouched too.
