@@ -285,6 +285,17 @@ absl::Status ReadStream::Data(store::SharedBytes bytes) {
   return absl::OkStatus();
 }
 
-absl::Status ReadStream::End() { return small_ ? SendMessage() : absl::OkStatus(); }
+// The one message of a small read goes as the stream's last: gRPC holds it
+// and sends it with the status in one batch, one write and one wake-up of
+// the client fewer than a message and then the status.
+absl::Status ReadStream::End() {
+  if (!small_) return absl::OkStatus();
+  if (ctx_->IsCancelled() ||
+      !writer_->Write(wire::MessageFrame(out_), grpc::WriteOptions().set_last_message())) {
+    return absl::CancelledError("client went away");
+  }
+  lease_.Touch();
+  return absl::OkStatus();
+}
 
 }  // namespace tdstore::service
