@@ -1,0 +1,98 @@
+"""Where one call's time goes: wall time per call and the CPU each process
+spends on it (this client, tdstored, redis-server, from /proc), with
+Redis' own per-command figures (INFO commandstats), over many calls of one
+kind on an otherwise idle tdstored and redis-server of its own.
+
+    build/venv/bin/python tests/bench/call_cpu.py --op extend   # torchrl extend of 500 rows
+    build/venv/bin/python tests/bench/call_cpu.py --op sample   # a 256-row sample (storage.get)
+    build/venv/bin/python tests/bench/call_cpu.py --op set      # set one [10000, 64] f32 leaf
+    ... --tcp (default: the unix socket, so shared memory) --calls 2000
+
+torchrl's scenario (issue #33): a buffer of 10,000 rows of obs [64],
+action [4], reward [1], RoundRobinWriter, 5,000 rows filled first. Sizes,
+not ratios: nothing is paired here (replay_bench.py and seed_bench.py
+pair tdstore with in-memory torchrl and the seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+from tensordict import TensorDict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import python_bench as pb  # noqa: E402  (servers)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--op", choices=("extend", "sample", "set"), default="sample")
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--tcp", action="store_true", help="the client over TCP, not the unix socket")
+    ap.add_argument("--tdstored", default=os.path.join(pb.REPO, "build/server/tdstored"))
+    ap.add_argument("--redis-server", default="redis-server")
+    args = ap.parse_args()
+    args.unix = not args.tcp
+    env = pb.Env(args)
+    env.start()
+    try:
+        op = make_op(args.op, env.addr)
+        for _ in range(50):  # warm: connections, the region, the schema cache
+            op()
+        env.r.config_resetstat()
+        before = (time.perf_counter(), time.process_time(), pb.proc_cpu(env.daemon_pid),
+                  pb.proc_cpu(env.redis_pid))
+        for _ in range(args.calls):
+            op()
+        after = (time.perf_counter(), time.process_time(), pb.proc_cpu(env.daemon_pid),
+                 pb.proc_cpu(env.redis_pid))
+        per = [(b - a) / args.calls * 1e3 for a, b in zip(before, after)]
+        print(f"{args.op} over {'tcp' if args.tcp else 'unix'}, {args.calls} calls: wall "
+              f"{per[0]:.3f} ms; CPU ms per call: client {per[1]:.3f}, tdstored {per[2]:.3f}, "
+              f"redis {per[3]:.3f}")
+        stats = env.r.info("commandstats")
+        print("redis per call: " + ", ".join(
+            f"{k[len('cmdstat_'):]} {v['calls'] / args.calls:.2f}x {v['usec'] / args.calls:.1f} us"
+            for k, v in sorted(stats.items()) if "config" not in k))
+    finally:
+        env.stop()
+
+
+def make_op(kind: str, addr: str):
+    if kind == "set":
+        import tdstore
+
+        td = tdstore.TensorDictStore(batch_size=[10_000], addr=addr, name="call-cpu")
+        value = torch.rand(10_000, 64)
+        td["key_0"] = value
+        return lambda: td.__setitem__("key_0", value)
+
+    from torchrl.data import ReplayBuffer
+    from torchrl.data.replay_buffers import RandomSampler, RoundRobinWriter
+
+    from tdstore.torchrl import TdStoreStorage
+
+    data = TensorDict({"obs": torch.rand(5000, 64), "action": torch.rand(5000, 4),
+                       "reward": torch.rand(5000, 1)}, [5000])
+    rb = ReplayBuffer(storage=TdStoreStorage(10_000, addr=addr), sampler=RandomSampler(),
+                      writer=RoundRobinWriter(), batch_size=256)
+    for s in range(0, 5000, 500):
+        rb.extend(data[s:s + 500])
+    if kind == "sample":
+        index = torch.randint(0, 5000, (256,))
+        return lambda: rb.storage.get(index)
+    chunks = [data[s:s + 500] for s in range(0, 5000, 500)]
+    state = {"i": 0}
+
+    def extend():
+        rb.extend(chunks[state["i"] % len(chunks)])
+        state["i"] += 1
+    return extend
+
+
+if __name__ == "__main__":
+    main()
