@@ -203,39 +203,42 @@ absl::StatusOr<Reply> Connection::Call(absl::Span<const std::string_view> argv) 
   return reply;
 }
 
+void FormatCommand(absl::Span<const std::string_view> argv, std::string* out) {
+  size_t size = 16;
+  for (std::string_view arg : argv) size += arg.size() + 24;
+  out->clear();
+  out->reserve(size);
+  auto append_count = [out](char kind, size_t n) {
+    char digits[24];
+    auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), n);
+    (void)ec;  // 24 digits hold any size_t
+    out->push_back(kind);
+    out->append(digits, end);
+    out->append("\r\n", 2);
+  };
+  append_count('*', argv.size());
+  for (std::string_view arg : argv) {
+    append_count('$', arg.size());
+    out->append(arg.data(), arg.size());
+    out->append("\r\n", 2);
+  }
+}
+
 absl::Status Connection::Append(absl::Span<const std::string_view> argv) {
   if (broken_) return TransportError("append");
   if (argv.empty()) return absl::InvalidArgumentError("empty Redis command");
   for (std::string_view arg : argv) {
     if (arg.size() >= kDirectArgBytes) return WriteDirect(argv);
   }
-  // The command in RESP, formatted here and handed to hiredis, which
-  // copies it into its output buffer before returning. Why not
-  // redisAppendCommandArgv: hiredis 0.14 formats each length through
-  // sdscatfmt, a printf of its own; a sample's 256 GETRANGEs spent more
-  // there than in writing them to the socket (perf, tdstored).
-  size_t size = 16;
-  for (std::string_view arg : argv) size += arg.size() + 24;
+  // The command in RESP, formatted here (FormatCommand) and handed to
+  // hiredis, which copies it into its output buffer before returning.
   std::string& resp = format_buffer_;
-  resp.clear();
-  resp.reserve(size);
-  auto append_count = [&resp](char kind, size_t n) {
-    char digits[24];
-    auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), n);
-    (void)ec;  // 24 digits hold any size_t
-    resp.push_back(kind);
-    resp.append(digits, end);
-    resp.append("\r\n", 2);
-  };
-  append_count('*', argv.size());
-  for (std::string_view arg : argv) {
-    append_count('$', arg.size());
-    resp.append(arg.data(), arg.size());
-    resp.append("\r\n", 2);
-  }
-  if (redisAppendFormattedCommand(ctx_, resp.data(), resp.size()) != REDIS_OK) {
-    return TransportError("append");
-  }
+  FormatCommand(argv, &resp);
+  const int appended = redisAppendFormattedCommand(ctx_, resp.data(), resp.size());
+  // A pooled connection keeps the buffer for its next command, but not one
+  // grown past 1 MiB by a rare command of many arguments.
+  if (resp.capacity() > (size_t{1} << 20)) std::string().swap(resp);
+  if (appended != REDIS_OK) return TransportError("append");
   ++pending_;
   return absl::OkStatus();
 }
