@@ -165,7 +165,6 @@ class ClusterPipeline : public Pipeline {
 
   int outstanding() const override { return static_cast<int>(order_.size()); }
 
-  bool in_order() const override { return false; }  // a connection per node
 
   absl::Status WaitReplicas(int replicas, std::chrono::milliseconds timeout) override {
     if (!failure_.ok()) return failure_;

@@ -51,12 +51,6 @@ class Pipeline {
   // Commands sent whose replies have not been Received.
   virtual int outstanding() const = 0;
 
-  // True if Redis runs this pipeline's commands in the order they were
-  // sent, whatever their keys: one connection to one server (standalone).
-  // A cluster pipeline sends each node's commands on that node's own
-  // connection, and commands for different nodes run in no set order.
-  virtual bool in_order() const = 0;
-
   // Makes every write sent on this pipeline durable on `replicas` replicas:
   // sends WAIT on each connection the pipeline used. Requires outstanding()
   // == 0. UNAVAILABLE if fewer replicas confirm within `timeout`.
@@ -107,8 +101,11 @@ class RedisClient {
 
   // A new pipeline; see Pipeline.
   virtual absl::StatusOr<std::unique_ptr<Pipeline>> NewPipeline(int max_outstanding) = 0;
-  // Pipeline::in_order() of every pipeline this client makes, known before
-  // one is made (a caller chooses its commands by it).
+  // True if Redis runs a pipeline's commands in the order they were sent,
+  // whatever their keys: one connection to one server (standalone). A
+  // cluster pipeline sends each node's commands on that node's own
+  // connection, and commands for different nodes run in no set order; it
+  // also re-issues a redirected command on its own, outside any MULTI.
   virtual bool pipelines_in_order() const = 0;
 
   // A connection of the caller's own, outside every pool, for a subscriber:

@@ -62,7 +62,6 @@ class StandalonePipeline : public Pipeline {
     return conn_->pending() + static_cast<int>(buffered_.size());
   }
 
-  bool in_order() const override { return true; }  // one connection
 
   absl::Status WaitReplicas(int replicas, std::chrono::milliseconds timeout) override {
     if (!failure_.ok()) return failure_;

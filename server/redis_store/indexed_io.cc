@@ -119,7 +119,8 @@ absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool pr
   // after every block did. A cluster pipeline's blocks run on their nodes'
   // connections in no order with the meta's node: there the caller reads
   // the version once every reply is in.
-  const bool read_version = version_after != nullptr && !commands.empty() && (*pipe)->in_order();
+  const bool read_version =
+      version_after != nullptr && !commands.empty() && store.redis().pipelines_in_order();
   const std::string meta = read_version ? store.keys().Meta(schema.meta.id) : std::string();
   bool version_sent = false;
   bool redone = false;  // a block ran off the pipeline: after the HGET

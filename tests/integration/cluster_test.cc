@@ -453,7 +453,7 @@ TEST(ClusterClientTest, ReissuedPipelineWritesAreCoveredByWait) {
     auto pipe = client->NewPipeline(8);
     if (!pipe.ok()) return pipe.status();
     // A connection per node: commands for different nodes run in no set order.
-    EXPECT_FALSE((*pipe)->in_order());
+    EXPECT_FALSE(client->pipelines_in_order());
     if (set_reissue) (*pipe)->set_reissue_replicas(1, std::chrono::milliseconds(2000));
     const std::string_view argv[] = {"SET", key, "v"};
     if (auto s = (*pipe)->Send(key, argv); !s.ok()) return s;

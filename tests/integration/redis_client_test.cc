@@ -365,7 +365,7 @@ TEST_F(RedisClientTest, PipelineCarriesErrorRepliesInOrder) {
   ASSERT_TRUE(pipe.ok());
   // One connection: its commands run in the order sent, whatever their keys
   // (indexed_io.h reads a schema version behind its blocks on that).
-  EXPECT_TRUE((*pipe)->in_order());
+  EXPECT_TRUE(client_->pipelines_in_order());
   ASSERT_TRUE((*pipe)->Send(key, {"SET", key, "v"}).ok());
   ASSERT_TRUE((*pipe)->Send(key, {"LPUSH", key, "wrong type"}).ok());
   ASSERT_TRUE((*pipe)->Send(key, {"GET", key}).ok());
