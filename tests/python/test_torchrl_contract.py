@@ -354,7 +354,10 @@ def test_conditional_updates_as_lazy_tensor_storage(addr, ndim, writer):
     patched (and reported) as in LazyTensorStorage, and a patch either
     buffer refuses (a missing key, a dtype, a shape; before the first
     write) writes nothing."""
-    rng = random.Random(zlib.crc32(f"conditional {ndim} {writer}".encode()))
+    seed = zlib.crc32(f"conditional {ndim} {writer}".encode())
+    # Both random sources are seeded here: which outcomes the steps reach must
+    # not depend on what earlier tests drew from torch's global generator.
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     envs = None if ndim == 1 else 2
     storage = TdStoreStorage(24, addr=addr, ndim=ndim, length_ttl=0)
 
@@ -389,13 +392,14 @@ def test_conditional_updates_as_lazy_tensor_storage(addr, ndim, writer):
             if isinstance(index, tuple):  # ndim=2: a coordinate per storage dim, last
                 index = torch.stack(index, -1)
             records = index.shape[0]
-            patch = {"obs": torch.randn(records, *want["obs"].shape[1:]),
-                     ("nested", "done"): torch.rand(records, *want["nested", "done"].shape[1:])
-                     < 0.5}
+            patch = {"obs": torch.randn(records, *want["obs"].shape[1:], generator=gen),
+                     ("nested", "done"): torch.rand(records, *want["nested", "done"].shape[1:],
+                                                    generator=gen) < 0.5}
             kwargs = {}
             if rng.random() < 0.5:
                 kwargs = {"version_key": "version", "require_newer": rng.random() < 0.5,
-                          "version": torch.randint(step - 2, step + 2, (records,))}
+                          "version": torch.randint(step - 2, step + 2, (records,),
+                                                     generator=gen)}
 
             def update(rb, patch=patch, kwargs=kwargs, index=index, generation=generation):
                 result = rb.update_if_present(index=index, generation=generation,
