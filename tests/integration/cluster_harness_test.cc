@@ -140,48 +140,6 @@ TEST(RedisClusterProcessTest, RoutesFailsOverReshardsAndStops) {
   EXPECT_LT(cluster.TotalNetOutputBytes() - before_bytes, 150000) << "replication counted?";
   ASSERT_EQ(cluster.Command({"DEL", "big"}), Strings{"1"});
 
-  // Resharding: redis-cli moves the source's lowest slots first; put a key
-  // in each of its 300 lowest slots and move 200.
-  {
-    const int from = masters[0], to = masters[1];
-    map = cluster.SlotMap();
-    std::map<int, std::string> slot_keys;  // slot -> key
-    for (int s = 0; s < 16384 && slot_keys.size() < 300; ++s) {
-      if (map[s] != from) continue;
-      slot_keys[s] = KeyInSlot(s, "reshard:");
-      ASSERT_EQ(cluster.Command({"RPUSH", slot_keys[s], "a", std::to_string(s)}), Strings{"2"});
-    }
-    t0 = Clock::now();
-    absl::Status moved = cluster.MoveSlots(200, from, to);
-    ASSERT_TRUE(moved.ok()) << moved;
-    std::cout << "[ timing ] MoveSlots(200) with 300 keys: " << SecondsSince(t0) << " s"
-              << std::endl;
-    const std::vector<int> after = cluster.SlotMap();
-    ASSERT_EQ(after.size(), 16384u);
-    int moved_slots = 0, moved_keys = 0;
-    for (int s = 0; s < 16384; ++s) {
-      if (after[s] == map[s]) continue;
-      EXPECT_EQ(map[s], from) << s;
-      EXPECT_EQ(after[s], to) << s;
-      EXPECT_EQ(cluster.MasterOfSlot(s), to);
-      ++moved_slots;
-    }
-    EXPECT_EQ(moved_slots, 200);
-    const Strings on_to = cluster.KeysOnNode(cluster.NodeIndexOfPort(to), "reshard:*");
-    const Strings on_from = cluster.KeysOnNode(cluster.NodeIndexOfPort(from), "reshard:*");
-    for (const auto& [s, key] : slot_keys) {
-      EXPECT_EQ(cluster.Command({"LRANGE", key, "0", "-1"}), (Strings{"a", std::to_string(s)}))
-          << key;
-      EXPECT_EQ(Contains(on_to, key), after[s] == to) << key;
-      EXPECT_EQ(Contains(on_from, key), after[s] == from) << key;
-      moved_keys += after[s] == to;
-    }
-    EXPECT_GT(moved_keys, 0) << "no key was in a moved slot";
-    for (int i = 0; i < 30; ++i) {
-      EXPECT_EQ(cluster.Command({"GET", keys[i]}), Strings{"value" + std::to_string(i)});
-    }
-  }
-
   // Failover: kill the master of keys[0]; its replica takes over.
   {
     const int slot = KeySlot(keys[0]);
@@ -216,7 +174,7 @@ TEST(RedisClusterProcessTest, RoutesFailsOverReshardsAndStops) {
     EXPECT_FALSE(std::count(now_masters.begin(), now_masters.end(), old_master));
     // Routing recovers from the stale cached map (connection refused).
     EXPECT_EQ(cluster.Command({"GET", keys[0]}), Strings{"value0"});
-    EXPECT_EQ(cluster.Command({"DBSIZE"}), Strings{std::to_string(30 + 300)});
+    EXPECT_EQ(cluster.Command({"DBSIZE"}), Strings{"30"});
     EXPECT_EQ(cluster.Keys("dict:*"), sorted);
 
     // The old master comes back as a replica of its replacement.
@@ -243,12 +201,57 @@ TEST(RedisClusterProcessTest, RoutesFailsOverReshardsAndStops) {
     EXPECT_EQ(cluster.MasterOfSlot(slot), replica);
   }
 
-  // Resharding works after a failover too.
+  // Resharding, after the failover: redis-cli moves the source's lowest
+  // slots first; put a key in each of its 300 lowest slots and move 200.
+  //
+  // Why after: with the reshard first, a master killed about 2 s after it
+  // imported the 200 slots, and restarted 80 ms after its replica's
+  // promotion, left that replica (now master) without the last slot moved:
+  // its CLUSTER NODES listed 0-5659, the others 0-5660, and its
+  // cluster_state stayed fail for the whole 90 s wait (Redis 7.0.15: in a
+  // fresh-clone CI, and twice in 33 runs beside two busy loops, 2026-12-05;
+  // the same slot, 5660, each time). Every other node agreed
+  // on the slot before the kill. The slot was lost in the replica's own
+  // table as the restarted node's first PING arrived; no later gossip claims
+  // it, so nothing repairs it short of redis-cli --cluster fix. tdstore's
+  // own cluster tests do not reshard and fail over together.
   {
-    const std::vector<int> m = cluster.MasterPorts();
-    ASSERT_EQ(m.size(), 3u);
-    absl::Status moved = cluster.MoveSlots(10, m[2], m[0]);
+    const std::vector<int> now_masters = cluster.MasterPorts();
+    ASSERT_EQ(now_masters.size(), 3u);
+    const int from = now_masters[0], to = now_masters[1];
+    map = cluster.SlotMap();
+    std::map<int, std::string> slot_keys;  // slot -> key
+    for (int s = 0; s < 16384 && slot_keys.size() < 300; ++s) {
+      if (map[s] != from) continue;
+      slot_keys[s] = KeyInSlot(s, "reshard:");
+      ASSERT_EQ(cluster.Command({"RPUSH", slot_keys[s], "a", std::to_string(s)}), Strings{"2"});
+    }
+    t0 = Clock::now();
+    absl::Status moved = cluster.MoveSlots(200, from, to);
     ASSERT_TRUE(moved.ok()) << moved;
+    std::cout << "[ timing ] MoveSlots(200) with 300 keys: " << SecondsSince(t0) << " s"
+              << std::endl;
+    const std::vector<int> after = cluster.SlotMap();
+    ASSERT_EQ(after.size(), 16384u);
+    int moved_slots = 0, moved_keys = 0;
+    for (int s = 0; s < 16384; ++s) {
+      if (after[s] == map[s]) continue;
+      EXPECT_EQ(map[s], from) << s;
+      EXPECT_EQ(after[s], to) << s;
+      EXPECT_EQ(cluster.MasterOfSlot(s), to);
+      ++moved_slots;
+    }
+    EXPECT_EQ(moved_slots, 200);
+    const Strings on_to = cluster.KeysOnNode(cluster.NodeIndexOfPort(to), "reshard:*");
+    const Strings on_from = cluster.KeysOnNode(cluster.NodeIndexOfPort(from), "reshard:*");
+    for (const auto& [s, key] : slot_keys) {
+      EXPECT_EQ(cluster.Command({"LRANGE", key, "0", "-1"}), (Strings{"a", std::to_string(s)}))
+          << key;
+      EXPECT_EQ(Contains(on_to, key), after[s] == to) << key;
+      EXPECT_EQ(Contains(on_from, key), after[s] == from) << key;
+      moved_keys += after[s] == to;
+    }
+    EXPECT_GT(moved_keys, 0) << "no key was in a moved slot";
     for (int i = 0; i < 30; ++i) {
       EXPECT_EQ(cluster.Command({"GET", keys[i]}), Strings{"value" + std::to_string(i)});
     }
