@@ -7,6 +7,7 @@ kind on an otherwise idle tdstored and redis-server of its own.
     build/venv/bin/python tests/bench/call_cpu.py --op sample   # a 256-row sample (storage.get)
     build/venv/bin/python tests/bench/call_cpu.py --op set      # set one [10000, 64] f32 leaf
     ... --tcp (default: the unix socket, so shared memory) --calls 2000
+    ... --profile    # also: the client's Python functions by own time (cProfile)
 
 torchrl's scenario (issue #33): a buffer of 10,000 rows of obs [64],
 action [4], reward [1], RoundRobinWriter, 5,000 rows filled first. Sizes,
@@ -33,6 +34,8 @@ def main() -> None:
     ap.add_argument("--op", choices=("extend", "sample", "set"), default="sample")
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--tcp", action="store_true", help="the client over TCP, not the unix socket")
+    ap.add_argument("--profile", action="store_true",
+                    help="then profile the client's calls again under cProfile, by own time")
     ap.add_argument("--tdstored", default=os.path.join(pb.REPO, "build/server/tdstored"))
     ap.add_argument("--redis-server", default="redis-server")
     args = ap.parse_args()
@@ -58,6 +61,16 @@ def main() -> None:
         print("redis per call: " + ", ".join(
             f"{k[len('cmdstat_'):]} {v['calls'] / args.calls:.2f}x {v['usec'] / args.calls:.1f} us"
             for k, v in sorted(stats.items()) if "config" not in k))
+        if args.profile:  # a second pass: cProfile's own overhead must not count above
+            import cProfile
+            import pstats
+
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(args.calls):
+                op()
+            profile.disable()
+            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
     finally:
         env.stop()
 

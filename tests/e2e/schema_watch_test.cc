@@ -137,6 +137,44 @@ TEST_F(E2eSchemaWatch, OnceWatchedSchemaCallsCostNoCall) {
   dict.drop();
 }
 
+// A create's and an open's answer carry the whole schema: the watched copy
+// starts from it, so the schema calls right after cost no call, while the
+// watch's own first event is still 200 ms away, and say what tdstored says.
+TEST_F(E2eSchemaWatch, ACreateOrOpenAnswerIsTheCopysFirstSchema) {
+  core::Client client(near_.address());
+  core::Client other(near_.address());
+  core::Client asking(near_.address(), Unwatched());
+  const std::string name = UniqueDictName();
+  auto schema_calls = [&] {
+    return Calls(near_, "ListKeys") + Calls(near_, "DescribeDict") + Calls(near_, "Exists");
+  };
+
+  const double before_create = schema_calls();
+  core::Dict dict = client.create(name, {6, 2},
+                                  {{Key("a"), DType::kFloat32, {3}, LeafKind::kTensor},
+                                   {Key(std::vector<std::string>{"n", "b"}), DType::kInt64, {},
+                                    LeafKind::kTensor}});
+  const SchemaView created = ViewOf(dict);
+  EXPECT_EQ(dict.batch_size(), (std::vector<int64_t>{6, 2}));
+  EXPECT_TRUE(dict.contains({"n", "b"}));
+  EXPECT_FALSE(dict.contains({"n", "c"}));
+  EXPECT_EQ(schema_calls(), before_create) << "the create's answer was not used";
+  EXPECT_TRUE(created == ViewOf(asking.open(name))) << Show(created);
+
+  const double before_open = schema_calls();
+  core::Dict opened = other.open(name);  // one DescribeDict, then none
+  const SchemaView seen = ViewOf(opened);
+  EXPECT_EQ(opened.batch_size(), (std::vector<int64_t>{6, 2}));
+  EXPECT_EQ(schema_calls(), before_open + 1) << "the open's answer was not used";
+  EXPECT_TRUE(seen == created) << Show(seen);
+
+  // The copies still follow changes: their watches run.
+  dict.write({Floats("c", std::vector<float>(12), {6, 2})});
+  ASSERT_TRUE(Eventually([&] { return opened.contains({"c"}); })) << near_.LogTail();
+  EXPECT_TRUE(ViewOf(opened) == ViewOf(asking.open(name))) << Show(ViewOf(opened));
+  dict.drop();
+}
+
 // Random writes, indexed writes into missing leaves and deletions through
 // the watching client: after each, its next answers equal tdstored's.
 TEST_F(E2eSchemaWatch, OwnChangesAreSeenByTheNextCall) {

@@ -143,6 +143,20 @@ const std::string& Client::address() const { return impl_->address; }
 
 const ClientOptions& Client::options() const { return impl_->options; }
 
+namespace {
+
+// A create or open answers with the dict's whole schema: the watched copy
+// starts from it (its watch starts now), so the caller's next describe,
+// batch_size or keys costs no second round trip. The rules are those of a
+// describe's answer (SchemaCopies::Known).
+void SeedSchemaCopy(Client::Impl& impl, const v1::DictInfo& info) {
+  if (impl.schemas == nullptr) return;
+  impl.schemas->Trusted(info.name(), info.id());
+  impl.schemas->Known(info.name(), info.id(), FromProto(info));
+}
+
+}  // namespace
+
 Dict Client::create(const std::string& name, const std::vector<int64_t>& batch_size,
                     const std::vector<LeafSpec>& schema, const CreateOptions& options) const {
   v1::CreateDictRequest request;
@@ -161,6 +175,7 @@ Dict Client::create(const std::string& name, const std::vector<int64_t>& batch_s
   }
   v1::DictInfo info;
   impl_->Call(&v1::TdStore::Stub::CreateDict, request, &info, Retrier::kOnlyIfNothingApplied);
+  SeedSchemaCopy(*impl_, info);
   return Dict(impl_, info.name(), info.id());
 }
 
@@ -170,6 +185,7 @@ Dict Client::open(const std::string& name) const {
   request.set_name(name);
   v1::DictInfo info;
   impl_->Call(&v1::TdStore::Stub::DescribeDict, request, &info, Retrier::kIdempotent);
+  SeedSchemaCopy(*impl_, info);
   return Dict(impl_, info.name(), info.id());
 }
 

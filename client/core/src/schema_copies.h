@@ -68,10 +68,10 @@ class SchemaCopies {
   void RenamedLeaves(const std::string& name, const std::string& id, int64_t version,
                      const std::vector<std::pair<Key, Key>>& moved,
                      const std::vector<Key>& replaced);
-  // tdstored answered this client's change with the schema `info` (a lock
-  // or attribute change): the copy becomes it unless the stream already
-  // reported a newer version. A snapshot of the server's, so the copy stays
-  // trusted while the stream is open.
+  // tdstored answered this client with the schema `info` (a create, an
+  // open, a describe, a lock or attribute change): the copy becomes it
+  // unless the stream already reported a newer version. A snapshot of the
+  // server's, so the copy stays trusted while the stream is open.
   void Known(const std::string& name, const std::string& id, const DictInfo& info);
   // This client deletes or renames the dict `name` (whichever id it has):
   // from now on no copy under that name is trusted before its stream
