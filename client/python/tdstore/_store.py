@@ -362,7 +362,9 @@ class TensorDictStore(StoreWrites, TensorDictBase):
         """Open an existing dict by name, or by a ``handle`` string (which holds
         its address and id, so it never opens a namesake created after it was
         deleted). ``td_id=`` is accepted as the seed's spelling of the name.
-        Costs open + describe (the batch size). KeyError if it does not exist.
+        Costs one call: the open, whose answer also gives the batch size
+        (with the schema copy on; else a describe more). KeyError if it does
+        not exist.
 
         A dict made from a tensorclass (``from_tensordict(tc)``) comes back as
         an instance of that class wrapping the store when the class's module

@@ -405,6 +405,9 @@ class Client {
   Dict create(const std::string& name, const std::vector<int64_t>& batch_size,
               const std::vector<LeafSpec>& schema = {}, const CreateOptions& options = {}) const;
   // Opens an existing dict; NOT_FOUND if there is none.
+  // create and open both answer with the dict's schema: with
+  // ClientOptions::watch_schemas, the client's schema copy starts from it
+  // and its watch starts then, so the schema calls right after cost no call.
   Dict open(const std::string& name) const;
   // Names of all dicts (those the token may read), sorted.
   std::vector<std::string> list() const;
