@@ -305,7 +305,8 @@ int Run(int argc, char** argv) {
   if (metrics_owner != nullptr || LogEnabled(LogLevel::kDebug)) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
     creators.push_back(std::make_unique<metrics::CallInterceptorFactory>(
-        metrics_owner.get(), std::vector<std::string>{v1::TdStore::service_full_name()}));
+        metrics_owner.get(), std::vector<std::string>{v1::TdStore::service_full_name()},
+        service::TdStoreService::RawMethods()));
     builder.experimental().SetInterceptorCreators(std::move(creators));
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -19,10 +19,12 @@ using Clock = std::chrono::steady_clock;
 // batch at a time, and deletes the interceptor when the call is over.
 class CallInterceptor : public grpc::experimental::Interceptor {
  public:
-  CallInterceptor(grpc::experimental::ServerRpcInfo* info, CallObserver* observer, bool count_bytes)
+  CallInterceptor(grpc::experimental::ServerRpcInfo* info, CallObserver* observer, bool count_bytes,
+                  bool raw)
       : info_(info),
         observer_(observer),
         count_bytes_(count_bytes),
+        raw_(raw),
         start_(Clock::now()),
         method_(info->method() != nullptr ? info->method() : "") {
     if (!method_.empty() && method_.front() == '/') method_.erase(0, 1);
@@ -43,11 +45,13 @@ class CallInterceptor : public grpc::experimental::Interceptor {
     if (count_bytes_ &&
         methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
       // A service named as byte-counted has protobuf messages: the pointer
-      // is the generated message, whose MessageLite base sits at offset 0.
-      // Null when the client half-closed instead of sending a message.
+      // is the generated message, whose MessageLite base sits at offset 0;
+      // or, for a method registered raw, the ByteBuffer it came in. Null
+      // when the client half-closed instead of sending a message.
       if (const void* m = methods->GetRecvMessage(); m != nullptr) {
         bytes_received_ += static_cast<int64_t>(
-            static_cast<const google::protobuf::MessageLite*>(m)->ByteSizeLong());
+            raw_ ? static_cast<const grpc::ByteBuffer*>(m)->Length()
+                 : static_cast<const google::protobuf::MessageLite*>(m)->ByteSizeLong());
       }
     }
     if (count_bytes_ &&
@@ -93,6 +97,7 @@ class CallInterceptor : public grpc::experimental::Interceptor {
   grpc::experimental::ServerRpcInfo* const info_;
   CallObserver* const observer_;
   const bool count_bytes_;
+  const bool raw_;  // requests arrive as ByteBuffers
   const Clock::time_point start_;
   std::string method_;
   std::string peer_;
@@ -135,15 +140,22 @@ const char* StatusCodeName(grpc::StatusCode code) {
 }
 
 CallInterceptorFactory::CallInterceptorFactory(CallObserver* observer,
-                                               std::vector<std::string> byte_counted_services)
-    : observer_(observer), byte_counted_services_(std::move(byte_counted_services)) {}
+                                               std::vector<std::string> byte_counted_services,
+                                               std::vector<std::string> raw_methods)
+    : observer_(observer),
+      byte_counted_services_(std::move(byte_counted_services)),
+      raw_methods_(std::move(raw_methods)) {}
 
 grpc::experimental::Interceptor* CallInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
   const std::string_view service = ServiceOf(info->method() != nullptr ? info->method() : "");
   bool count_bytes = false;
   for (const std::string& s : byte_counted_services_) count_bytes |= (s == service);
-  return new CallInterceptor(info, observer_, count_bytes);
+  std::string_view method = info->method() != nullptr ? info->method() : "";
+  if (!method.empty() && method.front() == '/') method.remove_prefix(1);
+  bool raw = false;
+  for (const std::string& m : raw_methods_) raw |= (m == method);
+  return new CallInterceptor(info, observer_, count_bytes, raw);
 }
 
 }  // namespace tdstore::metrics

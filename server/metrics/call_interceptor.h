@@ -61,8 +61,11 @@ class CallInterceptorFactory : public grpc::experimental::ServerInterceptorFacto
  public:
   // observer: may be null (log lines only); not owned, must outlive the
   // server. byte_counted_services: full service names ("pkg.Service") whose
-  // message bytes are counted.
-  CallInterceptorFactory(CallObserver* observer, std::vector<std::string> byte_counted_services);
+  // message bytes are counted. raw_methods: methods of those ("pkg.Service/
+  // Method") registered raw, whose requests reach the server as
+  // grpc::ByteBuffers, not as protobuf messages.
+  CallInterceptorFactory(CallObserver* observer, std::vector<std::string> byte_counted_services,
+                         std::vector<std::string> raw_methods = {});
 
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
@@ -70,6 +73,7 @@ class CallInterceptorFactory : public grpc::experimental::ServerInterceptorFacto
  private:
   CallObserver* const observer_;
   const std::vector<std::string> byte_counted_services_;
+  const std::vector<std::string> raw_methods_;
 };
 
 }  // namespace tdstore::metrics

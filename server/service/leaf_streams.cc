@@ -217,7 +217,7 @@ std::string WriteStream::TakeData() {
 }
 
 absl::Status ReadStream::Send(const grpc::ByteBuffer& frame) {
-  if (ctx_->IsCancelled() || !writer_->Write(frame)) {
+  if (ctx_->IsCancelled() || !writer_->Write(frame, grpc::WriteOptions())) {
     return absl::CancelledError("client went away");
   }
   lease_.Touch();

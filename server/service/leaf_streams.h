@@ -117,16 +117,21 @@ class WriteStream {
   int64_t declared_bytes_ = 0;  // summed over the headers
 };
 
-// ReadLeaves is served as a split stream (one request, then any number of
-// responses) of raw frames, so that ReadStream builds each frame itself.
-using ReadLeavesStreamer = grpc::ServerSplitStreamer<v1::ReadLeavesRequest, grpc::ByteBuffer>;
+// Where ReadStream's frames go: ReadLeaves' responses, raw (ReadStream
+// builds each frame itself), in order. Write returns false once the client
+// is gone; `options` marks the stream's last message.
+class FrameWriter {
+ public:
+  virtual ~FrameWriter() = default;
+  virtual bool Write(const grpc::ByteBuffer& frame, grpc::WriteOptions options) = 0;
+};
 
 class ReadStream {
  public:
   // `small_read`: the client accepts FRAME_SMALL_READ. `reply_span`: the
   // resolved ReadLeavesRequest.shm_reply, `reply` as the client named it
   // (null: none offered).
-  ReadStream(grpc::ServerContext* ctx, ReadLeavesStreamer* writer, StreamGuard::Lease& lease,
+  ReadStream(grpc::ServerContextBase* ctx, FrameWriter* writer, StreamGuard::Lease& lease,
              bool small_read, shm::Span reply_span = {}, const v1::ShmSpan* reply = nullptr)
       : ctx_(ctx),
         writer_(writer),
@@ -157,8 +162,8 @@ class ReadStream {
   absl::Status Send(const grpc::ByteBuffer& frame);
   absl::Status SendMessage();  // out_
 
-  grpc::ServerContext* const ctx_;
-  ReadLeavesStreamer* const writer_;
+  grpc::ServerContextBase* const ctx_;
+  FrameWriter* const writer_;
   StreamGuard::Lease& lease_;
   v1::ReadChunk out_;
   const bool small_read_;  // the client accepts a SmallRead

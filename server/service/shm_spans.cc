@@ -4,7 +4,7 @@
 
 namespace tdstore::service {
 
-absl::StatusOr<shm::Span> ResolveShmSpan(grpc::ServerContext* ctx,
+absl::StatusOr<shm::Span> ResolveShmSpan(grpc::ServerContextBase* ctx,
                                          const shm::RegionTable* regions,
                                          const v1::ShmSpan& span) {
   absl::StatusOr<shm::Span> found =

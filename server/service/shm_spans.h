@@ -14,7 +14,7 @@
 namespace tdstore::service {
 
 // `regions` null: tdstored offers no shared memory (every span unknown).
-absl::StatusOr<shm::Span> ResolveShmSpan(grpc::ServerContext* ctx,
+absl::StatusOr<shm::Span> ResolveShmSpan(grpc::ServerContextBase* ctx,
                                          const shm::RegionTable* regions,
                                          const v1::ShmSpan& span);
 

@@ -29,7 +29,7 @@ StreamGuard::~StreamGuard() {
   watcher_.join();
 }
 
-absl::StatusOr<std::unique_ptr<StreamGuard::Lease>> StreamGuard::Enter(grpc::ServerContext* ctx) {
+absl::StatusOr<std::unique_ptr<StreamGuard::Lease>> StreamGuard::Enter(grpc::ServerContextBase* ctx) {
   std::lock_guard<std::mutex> lock(mu_);
   if (static_cast<int>(leases_.size()) >= max_streams_) {
     return absl::ResourceExhaustedError(
@@ -67,7 +67,7 @@ void StreamGuard::Watch() {
   }
 }
 
-StreamGuard::Lease::Lease(StreamGuard* guard, grpc::ServerContext* ctx)
+StreamGuard::Lease::Lease(StreamGuard* guard, grpc::ServerContextBase* ctx)
     : guard_(guard), ctx_(ctx), last_progress_ns_(NowNs()) {}
 
 StreamGuard::Lease::~Lease() { guard_->Release(this); }

@@ -44,7 +44,7 @@ class StreamGuard {
 
   // A slot for one stream of call `ctx`, released when the Lease dies.
   // RESOURCE_EXHAUSTED when max_streams streams are in progress.
-  absl::StatusOr<std::unique_ptr<Lease>> Enter(grpc::ServerContext* ctx);
+  absl::StatusOr<std::unique_ptr<Lease>> Enter(grpc::ServerContextBase* ctx);
 
   class Lease {
    public:
@@ -56,9 +56,9 @@ class StreamGuard {
 
    private:
     friend class StreamGuard;
-    Lease(StreamGuard* guard, grpc::ServerContext* ctx);
+    Lease(StreamGuard* guard, grpc::ServerContextBase* ctx);
     StreamGuard* const guard_;
-    grpc::ServerContext* const ctx_;
+    grpc::ServerContextBase* const ctx_;
     std::atomic<int64_t> last_progress_ns_;
     std::atomic<bool> timed_out_{false};
   };

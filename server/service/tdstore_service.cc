@@ -10,6 +10,7 @@
 #include "common/protocol_revision.h"
 #include "common/str_cat.h"
 #include "server/service/proto_convert.h"
+#include "server/service/read_leaves_reactor.h"
 #include "server/service/request_limits.h"
 #include "server/service/shm_spans.h"
 
@@ -20,7 +21,7 @@ namespace {
 // `tdstore-applied: none`) that the failed call changed nothing and may be
 // retried as it is. Only for failures that are known not to have applied
 // anything: never for an outcome-unknown one.
-grpc::Status NothingApplied(grpc::ServerContext* ctx, const absl::Status& status) {
+grpc::Status NothingApplied(grpc::ServerContextBase* ctx, const absl::Status& status) {
   if (!status.ok() && !store::IsOutcomeUnknown(status)) {
     ctx->AddTrailingMetadata(kAppliedTrailer, kAppliedNone);
   }
@@ -28,7 +29,7 @@ grpc::Status NothingApplied(grpc::ServerContext* ctx, const absl::Status& status
 }
 
 // A call that arrived after SIGTERM: nothing done, retry elsewhere or later.
-grpc::Status Draining(grpc::ServerContext* ctx) {
+grpc::Status Draining(grpc::ServerContextBase* ctx) {
   return NothingApplied(ctx, absl::UnavailableError("tdstored is shutting down"));
 }
 
@@ -69,21 +70,10 @@ TdStoreService::TdStoreService(store::Store* store, ServiceOptions options)
       shm_regions_(options.shm_regions),
       shm_socket_(options.shm_regions != nullptr ? options.shm_socket : std::string()),
       access_(std::make_shared<const AccessControl>(std::move(options.access))),
-      streams_(options.limits.max_concurrent_streams, options.limits.idle_stream_timeout) {
-  // ReadLeaves sends leaves' bytes as slices of the Redis replies they came
-  // in (leaf_streams.h), which the generated handler cannot: it takes
-  // ReadChunk messages, which copy them twice. gRPC's "split streaming"
-  // registration takes the same call from the wire (one request, a stream
-  // of responses) with grpc::ByteBuffer responses instead; clients see no
-  // difference. 7 is ReadLeaves' position among TdStore's rpcs in
-  // tdstore.proto, the index the generated code registers it under.
-  constexpr int kReadLeavesMethod = 7;
-  MarkMethodStreamed(kReadLeavesMethod,
-                     new grpc::internal::SplitServerStreamingHandler<v1::ReadLeavesRequest,
-                                                                     grpc::ByteBuffer>(
-                         [this](grpc::ServerContext* ctx, ReadLeavesStreamer* streamer) {
-                           return StreamedReadLeaves(ctx, streamer);
-                         }));
+      streams_(options.limits.max_concurrent_streams, options.limits.idle_stream_timeout) {}
+
+std::vector<std::string> TdStoreService::RawMethods() {
+  return {std::string(v1::TdStore::service_full_name()) + "/ReadLeaves"};
 }
 
 void TdStoreService::ReplaceAccessControl(AccessControl access) {
@@ -104,7 +94,7 @@ grpc::Status TdStoreService::Admit(const Grant* grant, std::string_view name,
 }
 
 grpc::Status TdStoreService::Serve(
-    grpc::ServerContext* ctx, const Admission& admission,
+    grpc::ServerContextBase* ctx, const Admission& admission,
     const std::function<grpc::Status(const Grant*, Sighting&)>& body) {
   CallScope call(this);
   if (call.refused()) return Draining(ctx);
@@ -121,7 +111,7 @@ grpc::Status TdStoreService::Serve(
   return status;
 }
 
-void TdStoreService::SendSighting(grpc::ServerContext* ctx, const Sighting& seen) const {
+void TdStoreService::SendSighting(grpc::ServerContextBase* ctx, const Sighting& seen) const {
   std::string id = seen.id;
   int64_t version = 0;
   if (seen.version) {
@@ -577,17 +567,65 @@ class TdStoreService::ReadSink final : public store::LeafSink {
   const ServiceLimits& limits_;
 };
 
-grpc::Status TdStoreService::StreamedReadLeaves(grpc::ServerContext* ctx,
-                                                ReadLeavesStreamer* writer) {
-  v1::ReadLeavesRequest request;
-  if (!writer->Read(&request)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "ReadLeaves carried no request");
+namespace {
+
+// Whether a ReadLeaves request is served on the thread that received it
+// (read_leaves_reactor.h, "gathered"): an indexed read by positions alone,
+// at most kGatheredPositions of them, such as a replay buffer's sample. Its
+// rows are gathered in memory before anything is sent in any case; the
+// bound keeps a gRPC callback thread from being held by a large gather
+// (a slice or a mask may select every row), which runs on its own thread.
+bool ServedWhereReceived(const v1::ReadLeavesRequest& req) {
+  constexpr int64_t kGatheredPositions = 4096;
+  if (!req.has_index()) return false;
+  int64_t positions = 0;
+  for (const v1::IndexItem& item : req.index().items()) {
+    switch (item.kind_case()) {
+      case v1::IndexItem::kInteger:
+        positions += 1;
+        break;
+      case v1::IndexItem::kPositions:
+        positions += item.positions().values_size();
+        break;
+      default:
+        return false;
+    }
   }
+  return positions <= kGatheredPositions;
+}
+
+}  // namespace
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TdStoreService::ReadLeaves(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
+  auto req = std::make_shared<v1::ReadLeavesRequest>();
+  grpc::ByteBuffer bytes(*request);  // Deserialize consumes its buffer
+  const bool parsed =
+      grpc::SerializationTraits<v1::ReadLeavesRequest>::Deserialize(&bytes, req.get()).ok();
+  // Counted in flight until the call is done, answer sent, so that
+  // draining (WaitIdle) waits for its frames too.
+  in_flight_.fetch_add(1);
+  return ReadLeavesReactor::Start(
+      [this, ctx, req, parsed](FrameWriter& out, std::unique_ptr<StreamGuard::Lease>* lease) {
+        if (!parsed) {
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "ReadLeaves: the request does not parse");
+        }
+        return ServeReadLeaves(ctx, *req, out, lease);
+      },
+      parsed && ServedWhereReceived(*req), [this] { in_flight_.fetch_sub(1); });
+}
+
+grpc::Status TdStoreService::ServeReadLeaves(grpc::ServerContextBase* ctx,
+                                             const v1::ReadLeavesRequest& request,
+                                             FrameWriter& writer,
+                                             std::unique_ptr<StreamGuard::Lease>* kept) {
   const v1::ReadLeavesRequest* req = &request;
   return Serve(ctx, {req->dict(), Access::kRead, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     if (auto s = CheckRequest(limits_, *req); !s.ok()) return ToGrpc(s);
     auto lease = streams_.Enter(ctx);
     if (!lease.ok()) return ToGrpc(lease.status());
+    *kept = *std::move(lease);  // the reactor keeps it until the call is done
     auto paths = PathsFromProto(req->paths());
     if (!paths.ok()) return ToGrpc(paths.status());
     // A SmallRead only for a client that said it reads one: to any other
@@ -602,7 +640,7 @@ grpc::Status TdStoreService::StreamedReadLeaves(grpc::ServerContext* ctx,
       if (!span.ok()) return ToGrpc(span.status());
       reply_span = *std::move(span);
     }
-    ReadStream stream(ctx, writer, **lease, small_read, std::move(reply_span),
+    ReadStream stream(ctx, &writer, **kept, small_read, std::move(reply_span),
                       req->has_shm_reply() ? &req->shm_reply() : nullptr);
     if (!req->has_index()) return ToGrpc(ReadWhole(*req, *paths, stream));
     std::optional<store::SchemaVersionSeen> after;

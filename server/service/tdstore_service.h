@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/service/access_control.h"
 #include "server/service/leaf_streams.h"
@@ -53,13 +54,18 @@ struct ServiceOptions {
   std::string shm_socket;
 };
 
-// WatchSchema is served by the callback API (schema_watch_stream.h), every
-// other RPC by the sync one.
+// WatchSchema (schema_watch_stream.h) and ReadLeaves (read_leaves_reactor.h)
+// are served by the callback API, every other RPC by the sync one.
 class TdStoreService final
-    : public v1::TdStore::WithCallbackMethod_WatchSchema<v1::TdStore::Service> {
+    : public v1::TdStore::WithCallbackMethod_WatchSchema<
+          v1::TdStore::WithRawCallbackMethod_ReadLeaves<v1::TdStore::Service>> {
  public:
   // `store` must outlive the service: its one door to storage.
   explicit TdStoreService(store::Store* store, ServiceOptions options = {});
+
+  // The methods registered raw ("tdstore.v1.TdStore/ReadLeaves"): their
+  // requests reach interceptors as grpc::ByteBuffers, not protobufs.
+  static std::vector<std::string> RawMethods();
 
   // Swaps in new token grants (tdstored reloads --tokens-file on SIGHUP).
   // Calls admitted before keep the grants they were admitted with; every
@@ -94,7 +100,12 @@ class TdStoreService final
                            v1::WriteLeavesResponse* resp) override;
   // ReadLeaves, registered in place of the generated handler (the
   // constructor says why): the request, then raw ReadChunk frames.
-  grpc::Status StreamedReadLeaves(grpc::ServerContext* ctx, ReadLeavesStreamer* streamer);
+  // ReadLeaves on the callback API (read_leaves_reactor.h), raw frames in
+  // and out (leaf_streams.h): leaves' bytes go out as slices of the Redis
+  // replies they came in, never copied into ReadChunk messages; clients see
+  // the same call.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadLeaves(grpc::CallbackServerContext* ctx,
+                                                         const grpc::ByteBuffer* request) override;
   grpc::Status DeleteLeaves(grpc::ServerContext* ctx, const v1::DeleteLeavesRequest* req,
                             v1::DeleteLeavesResponse* resp) override;
   grpc::Status ListKeys(grpc::ServerContext* ctx, const v1::ListKeysRequest* req,
@@ -144,6 +155,10 @@ class TdStoreService final
   absl::Status WriteIndexed(WriteStream& stream, const v1::WriteBegin& begin,
                             v1::WriteLeavesResponse* resp, bool* attempted,
                             std::optional<store::SchemaVersionSeen>* version_after);
+  // ReadLeaves' body, on whichever thread the reactor runs it: frames to
+  // `out`; the call's stream lease into `*lease`, for the reactor to keep.
+  grpc::Status ServeReadLeaves(grpc::ServerContextBase* ctx, const v1::ReadLeavesRequest& request,
+                               FrameWriter& out, std::unique_ptr<StreamGuard::Lease>* lease);
   // The forms of ReadLeaves.
   absl::Status ReadWhole(const v1::ReadLeavesRequest& req, const std::vector<LeafPath>& paths,
                          ReadStream& stream);
@@ -195,12 +210,12 @@ class TdStoreService final
   // dict, checks the name and the caller's right (PERMISSION_DENIED).
   // `body` gets the caller's grant and the call's Sighting, which Serve
   // then sends to the client.
-  grpc::Status Serve(grpc::ServerContext* ctx, const Admission& admission,
+  grpc::Status Serve(grpc::ServerContextBase* ctx, const Admission& admission,
                      const std::function<grpc::Status(const Grant* grant, Sighting& seen)>& body);
   // Sends what `seen` says (reading the version now if the handler did not
   // set it) as trailing metadata. Never fails the call: a dict that is gone
   // or a Redis that does not answer sends nothing.
-  void SendSighting(grpc::ServerContext* ctx, const Sighting& seen) const;
+  void SendSighting(grpc::ServerContextBase* ctx, const Sighting& seen) const;
   // Name and right checks of Serve, for names a handler learns later.
   grpc::Status Admit(const Grant* grant, std::string_view name, Access access) const;
 

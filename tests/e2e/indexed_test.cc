@@ -570,6 +570,34 @@ TEST(E2eIndexed, RandomReadsMatchTorch) {
   }
 }
 
+// tdstored serves a read of at most 4,096 positions on the thread that
+// received it and a larger one, or a slice or a mask, on a thread of its own
+// (read_leaves_reactor.h). Both sides of that bound, over TCP (streamed or
+// one SmallRead) and the unix socket (the reply in shared memory), give
+// torch's rows, duplicates and any order included.
+TEST(E2eIndexed, PositionReadsAgreeOnEitherSideOfTheServedWhereReceivedBound) {
+  std::mt19937_64 rng(4096);
+  for (const std::string& address : {DaemonAddress(), DaemonUnixAddress()}) {
+    SCOPED_TRACE(address);
+    Client client(address);
+    const int64_t rows = 10000;
+    Dict td = client.create(UniqueDictName(), {rows});
+    LocalDict local;
+    local.batch_size = {rows};
+    local.leaves[Key("obs")] = RandomTensor(at::kFloat, {rows, 64}, 5);
+    local.leaves[Key({"next", "done"})] = RandomTensor(at::kBool, {rows}, 6);
+    td.update(local.leaves);
+    for (int64_t count : {1, 4095, 4096, 4097, 9000}) {
+      std::vector<int64_t> positions(static_cast<size_t>(count));
+      std::uniform_int_distribution<int64_t> row(-rows, rows - 1);
+      for (int64_t& p : positions) p = row(rng);
+      ExpectIndexedReadMatches(td, local, Index{Positions(positions)});
+    }
+    ExpectIndexedReadMatches(td, local, Index{Slice(3, 9000, 2)});
+    td.core().drop();
+  }
+}
+
 TEST(E2eIndexed, RandomWritesMatchIndexPut) {
   IndexGenerator gen(777);
   uint32_t seed = 1000;

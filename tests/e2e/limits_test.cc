@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <future>
 #include <thread>
 
 #include "tdstore/client.h"
@@ -219,6 +220,73 @@ TEST(E2eLimitsMemory, StalledReaderHoldsLittleMemoryAndIsCancelled) {
         << "tdstored buffered " << t.rss_growth << " bytes for a stalled reader";
     // The stream was cancelled: draining it ends with CANCELLED before the
     // whole leaf could have arrived.
+    EXPECT_EQ(t.status.error_code(), grpc::StatusCode::CANCELLED) << t.status.error_message();
+  }
+  EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();
+}
+
+// The same for an indexed read by positions, which tdstored gathers and
+// then sends from gRPC's callback threads, with no thread of its own waiting
+// on the client (read_leaves_reactor.h): a client that stops reading is
+// still cancelled by the idle timeout, and other calls, samples included,
+// are served meanwhile.
+TEST(E2eLimitsMemory, StalledReaderOfAGatheredReadIsCancelledWhileOthersAreServed) {
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon
+                  .Start({"--redis", SharedRedis().url(), "--namespace", "limgather",
+                          "--idle-stream-timeout-ms", "1000"})
+                  .ok());
+  {
+    Client client(daemon.address());
+    struct Try {
+      bool stalled = false;
+      grpc::Status status;
+      int64_t received = 0;
+      bool others_served = true;
+    };
+    // `row_kib` KiB rows, 4,096 of them, all selected by position: at most
+    // 4,096 positions are served where they were received.
+    auto stall = [&](int64_t row_kib) {
+      Try out;
+      constexpr int64_t kRows = 4096;
+      Dict td = client.create("big", {kRows});
+      td.set("x", at::rand({kRows, row_kib * 256}));
+      auto stub = v1::TdStore::NewStub(
+          grpc::CreateChannel(daemon.address(), grpc::InsecureChannelCredentials()));
+      grpc::ClientContext context;
+      v1::ReadLeavesRequest request;  // accepts no SmallRead: streamed frames
+      request.set_dict("big");
+      auto* positions = request.mutable_index()->add_items()->mutable_positions();
+      for (int64_t i = kRows - 1; i >= 0; --i) positions->add_values(i);
+      positions->add_shape(kRows);
+      auto reader = stub->ReadLeaves(&context, request);
+      v1::ReadChunk chunk;
+      EXPECT_TRUE(reader->Read(&chunk));  // ReadBegin; then we stop reading
+      // Meanwhile other calls are served, a sample among them, several at
+      // once (more than gRPC's callback threads on this machine).
+      std::vector<std::future<bool>> samples;
+      for (int i = 0; i < 4; ++i) {
+        samples.push_back(std::async(std::launch::async, [&, i] {
+          const at::Tensor rows = td.index({at::tensor({i, 7, 4095}, at::kLong)}).at(Key("x"));
+          return rows.size(0) == 3;
+        }));
+      }
+      for (auto& f : samples) out.others_served &= f.get();
+      out.others_served &= td.batch_size() == std::vector<int64_t>{kRows};
+      // The watchdog cancels within 1.25x the idle timeout (stream_guard.h):
+      // by then the call is over, whatever is left unread.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      while (reader->Read(&chunk)) out.received += static_cast<int64_t>(chunk.data().size());
+      out.status = reader->Finish();
+      out.stalled = !(out.status.ok() && out.received == kRows * row_kib * 1024);
+      client.drop("big");
+      return out;
+    };
+    Try t = stall(16);  // 64 MiB
+    if (!t.stalled) t = stall(48);  // 192 MiB, under --max-indexed-bytes' 256
+    EXPECT_TRUE(t.others_served);
+    ASSERT_TRUE(t.stalled) << "gRPC's client took in 64 and then 192 MiB unread: no stream "
+                              "ever stalled";
     EXPECT_EQ(t.status.error_code(), grpc::StatusCode::CANCELLED) << t.status.error_message();
   }
   EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();

@@ -3,6 +3,7 @@
 // raw data frames, and the refusals of a malformed stream, each of which
 // leaves the dict as it was.
 #include <ATen/ATen.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -202,6 +203,41 @@ TEST_F(E2eFraming, SmallWriteIsCheckedLikeTheMessagesItStandsFor) {
     EXPECT_EQ(State(), before) << c.what;
   }
   EXPECT_FALSE(td_->contains("a"));
+}
+
+// tdstored parses ReadLeaves' request itself (it is registered raw, on the
+// callback API): bytes that are no ReadLeavesRequest are INVALID_ARGUMENT,
+// with no frame sent, and the daemon serves the next read as before.
+TEST_F(E2eFraming, AReadRequestThatDoesNotParseIsInvalidArgument) {
+  td_->set("x", at::arange(8, at::kFloat).reshape({4, 2}));
+  auto channel = grpc::CreateChannel(DaemonAddress(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  // Field 1 (dict) announced as 100 bytes long, 3 given; then a bare
+  // end-group tag.
+  for (const std::string& garbage : {std::string("\x0a\x64" "abc", 5), std::string("\x0c", 1)}) {
+    grpc::ClientContext ctx;
+    grpc::CompletionQueue cq;
+    grpc::Slice slice(garbage);
+    grpc::ByteBuffer request(&slice, 1);
+    auto call = generic.PrepareCall(&ctx, "/tdstore.v1.TdStore/ReadLeaves", &cq);
+    void* tag = nullptr;
+    bool ok = false;
+    call->StartCall(reinterpret_cast<void*>(1));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    call->Write(request, reinterpret_cast<void*>(2));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    call->WritesDone(reinterpret_cast<void*>(3));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    grpc::ByteBuffer response;
+    call->Read(&response, reinterpret_cast<void*>(4));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_FALSE(ok) << "a frame was sent for a request that does not parse";
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(5));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  }
+  EXPECT_TRUE(at::equal(client_.open(name_).get("x"), at::arange(8, at::kFloat).reshape({4, 2})));
 }
 
 TEST_F(E2eFraming, MalformedStreamsAreRefusedAndWriteNothing) {
