@@ -1,87 +1,92 @@
 #include "server/service/read_leaves_reactor.h"
 
-#include <thread>
 #include <utility>
 
 namespace tdstore::service {
 
-ReadLeavesReactor* ReadLeavesReactor::Start(Body body, bool gathered,
+ReadLeavesReactor* ReadLeavesReactor::Start(Body body, bool gathered, WorkPool* pool,
                                             std::function<void()> done) {
-  auto* reactor = new ReadLeavesReactor(std::move(done));
-  reactor->gathered_ = gathered;
+  auto* reactor = new ReadLeavesReactor(gathered, std::move(done));
   if (gathered) {
     reactor->FinishWith(body(*reactor, &reactor->lease_));
     return reactor;
   }
-  // Detached: the thread's last touch of the reactor is FinishWith, after
-  // which OnDone may delete it at any time.
-  std::thread([reactor, body = std::move(body)] {
+  // The job's last touch of the reactor is FinishWith, after which OnDone
+  // may delete it at any time.
+  pool->Run([reactor, body = std::move(body)] {
     reactor->FinishWith(body(*reactor, &reactor->lease_));
-  }).detach();
+  });
   return reactor;
 }
 
 bool ReadLeavesReactor::Write(const grpc::ByteBuffer& frame, grpc::WriteOptions options) {
-  // The stream's last message is held for FinishWith in both forms: gRPC
-  // sends it with the status, so its write would not complete before then.
-  if (gathered_ || options.is_last_message()) {
-    frames_.push_back({frame, options});
-    return true;
-  }
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!write_ok_) return false;
-  writing_ = true;
-  in_flight_ = frame;
-  lock.unlock();
-  StartWrite(&in_flight_, options);
-  lock.lock();
-  written_.wait(lock, [this] { return !writing_; });
-  return write_ok_;
-}
-
-void ReadLeavesReactor::OnWriteDone(bool ok) {
-  if (lease_ != nullptr && ok) lease_->Touch();
-  if (gathered_) {
-    if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-      return;
-    }
-    SendNext();
-    return;
-  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    writing_ = false;
-    write_ok_ = ok;
+    if (failed_) return false;
+    queue_.push_back({frame, options});
+    queued_bytes_ += queue_.back().bytes.Length();
   }
-  written_.notify_one();
+  Advance();
+  if (gathered_) return true;  // its bytes are in memory already
+  std::unique_lock<std::mutex> lock(mu_);
+  drained_.wait(lock, [this] { return failed_ || queued_bytes_ <= kWindowBytes; });
+  return !failed_;
 }
 
 void ReadLeavesReactor::FinishWith(grpc::Status status) {
-  status_ = std::move(status);
-  if (!gathered_) {
-    // Own thread: every frame but a last one is written already.
-    if (!frames_.empty()) {
-      StartWriteAndFinish(&frames_.back().bytes, frames_.back().options, status_);
-    } else {
-      Finish(status_);
-    }
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = std::move(status);
+    body_done_ = true;
   }
-  SendNext();
+  Advance();
 }
 
-void ReadLeavesReactor::SendNext() {
-  if (next_ == frames_.size()) {
-    Finish(status_);
+void ReadLeavesReactor::OnWriteDone(bool ok) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_bytes_ -= queue_.front().bytes.Length();
+    queue_.pop_front();
+    writing_ = false;
+    if (!ok) failed_ = true;
+  }
+  if (ok && lease_ != nullptr) lease_->Touch();
+  drained_.notify_all();
+  Advance();
+}
+
+void ReadLeavesReactor::Advance() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (writing_ || finish_started_) return;
+  if (failed_) {
+    // The client is gone: what is queued is dropped. The call still has to
+    // be finished, once the body has seen a failed Write and returned.
+    if (!body_done_) return;
+    finish_started_ = true;
+    lock.unlock();
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
     return;
   }
-  Frame& frame = frames_[next_++];
-  if (next_ == frames_.size() && frame.options.is_last_message()) {
-    StartWriteAndFinish(&frame.bytes, frame.options, status_);
-  } else {
-    StartWrite(&frame.bytes, frame.options);
+  if (!queue_.empty()) {
+    Frame& next = queue_.front();
+    if (next.options.is_last_message()) {
+      if (!body_done_) return;  // it goes with the status
+      finish_started_ = true;
+      const grpc::Status status = status_;
+      lock.unlock();
+      StartWriteAndFinish(&next.bytes, next.options, status);
+      return;
+    }
+    writing_ = true;
+    lock.unlock();
+    StartWrite(&next.bytes, next.options);
+    return;
   }
+  if (!body_done_) return;
+  finish_started_ = true;
+  const grpc::Status status = status_;
+  lock.unlock();
+  Finish(status);
 }
 
 void ReadLeavesReactor::OnDone() {

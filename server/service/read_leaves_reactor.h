@@ -14,35 +14,38 @@
 // Two ways to run a call's body (the read, writing frames to a FrameWriter):
 //
 //  - gathered, on the receiving thread: for a read whose whole answer is in
-//    memory before its first frame goes out anyway (an indexed read,
-//    bounded by max_indexed_bytes). Its frames are kept, then sent one after
-//    another from the reactions, with no thread waiting on the client.
-//  - on a thread of its own, each Write waiting until gRPC has taken the
-//    frame (flow control reaches the store's reads, as on the sync API):
-//    for a whole-leaf read, whose leaves stream from Redis in chunks and may
-//    be far larger than memory should hold. Waiting on a callback thread
-//    instead could stall every callback call, or deadlock once all of those
-//    threads waited for write completions only they deliver.
+//    memory before its first frame goes out anyway, and bounded small (an
+//    indexed read by at most 4,096 positions: a sample). Its frames are
+//    queued and sent one after another from the reactions.
+//  - on a WorkPool thread, for every other read: a whole-leaf read streams
+//    from Redis in chunks and may be far larger than memory should hold.
+//    Its frames are queued the same way, but Write waits while more than
+//    kWindowBytes are queued, so flow control reaches the store's reads as
+//    it did on the sync API. Blocking a callback thread instead could stall
+//    every callback call, or deadlock once all of them waited for write
+//    completions only they deliver.
 //
 // Either way the reactor keeps the call's StreamGuard lease (the body hands
-// it over, see lease()) until the call is done, touching it whenever a
-// frame was taken, so the idle watchdog cancels a client that stops reading
-// in both forms; and `done` runs at OnDone (the service's in-flight count).
+// it over) until the call is done, touching it whenever a frame was sent,
+// so the idle watchdog cancels a client that stops reading; and `done` runs
+// at OnDone (the service's in-flight count).
 //
-// Threads: gRPC calls the reactions; Write is for the body's thread only.
+// Threads: gRPC runs the reactions; Write and FinishWith come from the
+// body's thread; the queue's mutex orders them.
 #ifndef TDSTORE_SERVER_SERVICE_READ_LEAVES_REACTOR_H_
 #define TDSTORE_SERVER_SERVICE_READ_LEAVES_REACTOR_H_
 
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <vector>
 
 #include "grpcpp/grpcpp.h"
 #include "server/service/leaf_streams.h"
 #include "server/service/stream_guard.h"
+#include "server/service/work_pool.h"
 
 namespace tdstore::service {
 
@@ -53,45 +56,52 @@ class ReadLeavesReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   // A lease it takes goes into `*lease`, for the reactor to keep.
   using Body = std::function<grpc::Status(FrameWriter& out,
                                           std::unique_ptr<StreamGuard::Lease>* lease)>;
+  // Bytes a body on a pool thread may have queued before Write waits: the
+  // HTTP/2 window tdstored grants a stream (main.cc), so that a client
+  // reading at full speed never waits for the store.
+  static constexpr size_t kWindowBytes = size_t{4} << 20;
 
   // Starts serving the call; gRPC owns the reactor (deleted at OnDone).
-  // `gathered`: run `body` now, on this thread, and send its frames after
-  // (see above); otherwise on a thread of its own.
-  static ReadLeavesReactor* Start(Body body, bool gathered, std::function<void()> done);
+  // `gathered`: runs `body` now, on this thread; otherwise on `pool`.
+  static ReadLeavesReactor* Start(Body body, bool gathered, WorkPool* pool,
+                                  std::function<void()> done);
 
   void OnWriteDone(bool ok) override;
   void OnDone() override;
 
  private:
-  ReadLeavesReactor(std::function<void()> done) : done_(std::move(done)) {}
+  explicit ReadLeavesReactor(bool gathered, std::function<void()> done)
+      : gathered_(gathered), done_(std::move(done)) {}
 
-  // FrameWriter. Gathered: keeps the frame. Own thread: starts its write
-  // and waits for OnWriteDone; false once the client is gone.
+  // FrameWriter: queues the frame and starts its write if none is in
+  // flight. False once the client is gone. The stream's last message is
+  // held for FinishWith: gRPC sends it with the status.
   bool Write(const grpc::ByteBuffer& frame, grpc::WriteOptions options) override;
-
-  // Gathered: the next kept frame, or the status once all were sent.
-  void SendNext();
-  // Ends the call with the body's status. The last kept frame marked as
-  // the stream's last goes with the status in one batch.
+  // The body is done: the call ends with `status` once its frames are sent.
   void FinishWith(grpc::Status status);
+  // Starts the next write, or the end of the call, if it is due and nothing
+  // is in flight. Takes mu_; gRPC is called without it.
+  void Advance();
 
   struct Frame {
     grpc::ByteBuffer bytes;
     grpc::WriteOptions options;
   };
+  const bool gathered_;
   const std::function<void()> done_;
-  std::unique_ptr<StreamGuard::Lease> lease_;
-  bool gathered_ = false;
-  // Gathered: the frames, the next to send, and the status after them.
-  std::vector<Frame> frames_;
-  size_t next_ = 0;
-  grpc::Status status_;
-  // Own thread: the frame being written and its completion.
+  std::unique_ptr<StreamGuard::Lease> lease_;  // set by the body, before its first Write
+
   std::mutex mu_;
-  std::condition_variable written_;
-  bool writing_ = false;  // guarded by mu_
-  bool write_ok_ = true;  // guarded by mu_
-  grpc::ByteBuffer in_flight_;
+  std::condition_variable drained_;  // queued_bytes_ fell, or a write failed
+  // Frames not yet sent; the front one is in flight while writing_. A deque:
+  // pushing at the back leaves the front's bytes where gRPC reads them.
+  std::deque<Frame> queue_;          // guarded by mu_
+  size_t queued_bytes_ = 0;          // guarded by mu_
+  bool writing_ = false;             // guarded by mu_
+  bool failed_ = false;              // a write failed: the client is gone
+  bool body_done_ = false;           // guarded by mu_; status_ is set
+  bool finish_started_ = false;      // guarded by mu_
+  grpc::Status status_;              // guarded by mu_
 };
 
 }  // namespace tdstore::service

@@ -574,7 +574,7 @@ namespace {
 // at most kGatheredPositions of them, such as a replay buffer's sample. Its
 // rows are gathered in memory before anything is sent in any case; the
 // bound keeps a gRPC callback thread from being held by a large gather
-// (a slice or a mask may select every row), which runs on its own thread.
+// (a slice or a mask may select every row), which runs on the read pool.
 bool ServedWhereReceived(const v1::ReadLeavesRequest& req) {
   constexpr int64_t kGatheredPositions = 4096;
   if (!req.has_index()) return false;
@@ -613,7 +613,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TdStoreService::ReadLeaves(
         }
         return ServeReadLeaves(ctx, *req, out, lease);
       },
-      parsed && ServedWhereReceived(*req), [this] { in_flight_.fetch_sub(1); });
+      parsed && ServedWhereReceived(*req), &read_pool_, [this] { in_flight_.fetch_sub(1); });
 }
 
 grpc::Status TdStoreService::ServeReadLeaves(grpc::ServerContextBase* ctx,

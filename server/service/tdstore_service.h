@@ -38,6 +38,7 @@
 #include "server/service/schema_watch_stream.h"
 #include "server/service/service_limits.h"
 #include "server/service/stream_guard.h"
+#include "server/service/work_pool.h"
 #include "server/shm/region_table.h"
 #include "server/store/store.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
@@ -243,6 +244,9 @@ class TdStoreService final
   StreamGuard streams_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
+  // Threads for the ReadLeaves calls not served where they were received
+  // (read_leaves_reactor.h). Last: its destructor joins them first.
+  WorkPool read_pool_;
 };
 
 }  // namespace tdstore::service
