@@ -3,13 +3,16 @@
 // Why not the sync API, as the other calls: a sync handler runs on a
 // thread of the sync server's pool, and gRPC's callback threads (there for
 // WatchSchema and the health service) are the ones waiting in epoll. So
-// every request was received on one thread and handed to another, and the
-// answer's completion handed back: about 7 context switches per sample in
-// tdstored, each ~18 us on the 2-vCPU machine (`perf bench sched pipe`),
-// which made thread hand-offs, not code, the largest part of a sample's
-// tdstored time (docs/benchmarks.md). On the callback API the thread that
-// received the request runs the read: a 256-row sample answered 8% sooner
-// (0.79 against 0.86 ms, tests/bench/call_cpu.py --op sample).
+// every request was received on one thread and handed to another before
+// the read could start: a wake-up and a context switch (~18 us each on the
+// 2-vCPU machine, `perf bench sched pipe`) on the path of every answer. On
+// the callback API the thread that received a sample's request reads it
+// and sends the answer itself. A 256-row sample over the unix socket was
+// answered in 0.81 instead of 0.90 ms (tests/bench/call_cpu.py --op
+// sample, medians of 3 alternated runs). The switches per call did not
+// fall (gRPC finishes the call on other threads, after the answer left):
+// what moved is the wait before the answer (docs/benchmarks.md, *A sample
+// served where it is received*).
 //
 // Two ways to run a call's body (the read, writing frames to a FrameWriter):
 //

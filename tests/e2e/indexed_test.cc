@@ -571,7 +571,7 @@ TEST(E2eIndexed, RandomReadsMatchTorch) {
 }
 
 // tdstored serves a read of at most 4,096 positions on the thread that
-// received it and a larger one, or a slice or a mask, on a thread of its own
+// received it and a larger one, or a slice or a mask, on its read pool
 // (read_leaves_reactor.h). Both sides of that bound, over TCP (streamed or
 // one SmallRead) and the unix socket (the reply in shared memory), give
 // torch's rows, duplicates and any order included.
