@@ -301,6 +301,21 @@ def shm_addr(addr, _procs, tmp_path_factory) -> str:
         pytest.fail(f"cannot start tdstored on a unix socket: {err}", pytrace=False)
 
 
+@pytest.fixture(scope="module")
+def fresh_shm_addr(addr, _procs, tmp_path_factory) -> str:
+    """A ``unix://`` address of a tdstored of its own, on ``addr``'s back
+    end, for a module whose tests count on lending: no other test's clients
+    hold part of its --shm-max-bytes (a client kept alive by a reference
+    cycle keeps its region lent until the garbage collector runs)."""
+    kind = next(k for k, a in ADDRS.items() if a == addr)
+    base = tmp_path_factory.mktemp(f"fresh-shm-{kind}")
+    try:
+        return start_tdstored(_procs, base, REDIS_URLS[kind], name="tdstored-fresh-shm",
+                              transport="unix")
+    except (StartError, OSError) as err:
+        pytest.fail(f"cannot start tdstored on a unix socket: {err}", pytrace=False)
+
+
 @pytest.fixture
 def client(addr):
     import tdstore

@@ -19,13 +19,16 @@ from tdstore import TensorDictStore
 from _helpers import assert_td_equal, random_index
 
 
-def test_a_unix_client_shares_memory_unless_told_not_to(addr, shm_addr):
-    assert tdstore.Client(shm_addr).shares_memory()
-    assert not tdstore.Client(shm_addr, shared_memory_bytes=0).shares_memory()
+def test_a_unix_client_shares_memory_unless_told_not_to(addr, fresh_shm_addr):
+    # A tdstored no other test lent to: whether a client lends must not
+    # depend on what earlier tests left lent (tdstored refuses lending past
+    # --shm-max-bytes, and the client then uses the socket).
+    assert tdstore.Client(fresh_shm_addr).shares_memory()
+    assert not tdstore.Client(fresh_shm_addr, shared_memory_bytes=0).shares_memory()
     if not addr.startswith("unix:"):
         assert not tdstore.Client(addr).shares_memory()  # TCP: the socket only
     with pytest.raises(TypeError, match="unknown tdstore client option"):
-        tdstore.Client(shm_addr, shared_memory=True)
+        tdstore.Client(fresh_shm_addr, shared_memory=True)
 
 
 def _random_td(n, gen):
@@ -38,11 +41,11 @@ def _random_td(n, gen):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_random_reads_and_writes_through_shared_memory_match_tensordict(shm_addr, seed):
+def test_random_reads_and_writes_through_shared_memory_match_tensordict(fresh_shm_addr, seed):
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     n = rng.randrange(1000, 4000)  # obs: 256 KiB to 1 MiB per leaf
-    client = tdstore.Client(shm_addr)
+    client = tdstore.Client(fresh_shm_addr)
     assert client.shares_memory()
     mirror = _random_td(n, gen)
     td = TensorDictStore.from_dict(mirror, client=client)
@@ -72,16 +75,16 @@ def test_random_reads_and_writes_through_shared_memory_match_tensordict(shm_addr
                 assert_td_equal(td.to_tensordict(), mirror), where
         # What went through shared memory is what the socket reads.
         socket = TensorDictStore.from_store(td.name, client=tdstore.Client(
-            shm_addr, shared_memory_bytes=0))
+            fresh_shm_addr, shared_memory_bytes=0))
         assert_td_equal(socket.to_tensordict(), mirror)
     finally:
         td.drop()
 
 
-def test_threads_sharing_one_region_each_get_their_own_bytes(shm_addr):
+def test_threads_sharing_one_region_each_get_their_own_bytes(fresh_shm_addr):
     # One client, one region: concurrent calls take spans of it side by side
     # (or the socket when it is full), and none sees another's bytes.
-    client = tdstore.Client(shm_addr, shared_memory_bytes=4 << 20)
+    client = tdstore.Client(fresh_shm_addr, shared_memory_bytes=4 << 20)
     rows = 64  # 1 MiB per leaf: the 4 MiB region holds three or four at once
     td = TensorDictStore(batch_size=[rows], client=client)
     errors = []
