@@ -13,9 +13,13 @@ ReadLeavesReactor* ReadLeavesReactor::Start(Body body, bool gathered, WorkPool* 
   }
   // The job's last touch of the reactor is FinishWith, after which OnDone
   // may delete it at any time.
-  pool->Run([reactor, body = std::move(body)] {
+  const bool queued = pool->Run([reactor, body = std::move(body)] {
     reactor->FinishWith(body(*reactor, &reactor->lease_));
   });
+  if (!queued) {
+    reactor->FinishWith(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                     "tdstored cannot start a thread for this read; retry later"));
+  }
   return reactor;
 }
 
@@ -27,19 +31,22 @@ bool ReadLeavesReactor::Write(const grpc::ByteBuffer& frame, grpc::WriteOptions 
     queued_bytes_ += queue_.back().bytes.Length();
   }
   Advance();
-  if (gathered_) return true;  // its bytes are in memory already
+  // Gathered: its bytes are in memory already. A last message is held for
+  // the status, so waiting for it to drain would never end.
+  if (gathered_ || options.is_last_message()) return true;
   std::unique_lock<std::mutex> lock(mu_);
   drained_.wait(lock, [this] { return failed_ || queued_bytes_ <= kWindowBytes; });
   return !failed_;
 }
 
 void ReadLeavesReactor::FinishWith(grpc::Status status) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    status_ = std::move(status);
-    body_done_ = true;
-  }
-  Advance();
+  // One critical section from the flag to the decision: once body_done_ is
+  // visible unlocked, an OnWriteDone on another thread may finish the call
+  // and OnDone delete the reactor, so this thread must not lock again.
+  std::unique_lock<std::mutex> lock(mu_);
+  status_ = std::move(status);
+  body_done_ = true;
+  AdvanceLocked(std::move(lock));
 }
 
 void ReadLeavesReactor::OnWriteDone(bool ok) {
@@ -55,8 +62,9 @@ void ReadLeavesReactor::OnWriteDone(bool ok) {
   Advance();
 }
 
-void ReadLeavesReactor::Advance() {
-  std::unique_lock<std::mutex> lock(mu_);
+void ReadLeavesReactor::Advance() { AdvanceLocked(std::unique_lock<std::mutex>(mu_)); }
+
+void ReadLeavesReactor::AdvanceLocked(std::unique_lock<std::mutex> lock) {
   if (writing_ || finish_started_) return;
   if (failed_) {
     // The client is gone: what is queued is dropped. The call still has to

@@ -65,7 +65,8 @@ class ReadLeavesReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   static constexpr size_t kWindowBytes = size_t{4} << 20;
 
   // Starts serving the call; gRPC owns the reactor (deleted at OnDone).
-  // `gathered`: runs `body` now, on this thread; otherwise on `pool`.
+  // `gathered`: runs `body` now, on this thread; otherwise on `pool` (if
+  // the pool cannot start a thread, the call ends RESOURCE_EXHAUSTED).
   static ReadLeavesReactor* Start(Body body, bool gathered, WorkPool* pool,
                                   std::function<void()> done);
 
@@ -83,8 +84,10 @@ class ReadLeavesReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer
   // The body is done: the call ends with `status` once its frames are sent.
   void FinishWith(grpc::Status status);
   // Starts the next write, or the end of the call, if it is due and nothing
-  // is in flight. Takes mu_; gRPC is called without it.
+  // is in flight. Takes mu_ (AdvanceLocked: is given it held); gRPC is
+  // called without it, and nothing of the reactor is touched after.
   void Advance();
+  void AdvanceLocked(std::unique_lock<std::mutex> lock);
 
   struct Frame {
     grpc::ByteBuffer bytes;

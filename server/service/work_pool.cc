@@ -1,5 +1,6 @@
 #include "server/service/work_pool.h"
 
+#include <system_error>
 #include <utility>
 
 namespace tdstore::service {
@@ -15,16 +16,22 @@ WorkPool::~WorkPool() {
   for (std::thread& t : threads) t.join();
 }
 
-void WorkPool::Run(std::function<void()> job) {
+bool WorkPool::Run(std::function<void()> job) {
   std::lock_guard<std::mutex> lock(mu_);
   jobs_.push_back(std::move(job));
   // A job queued is taken by an idle thread; with none idle (all running
   // jobs, or all woken for jobs queued before this one) one more starts.
   if (idle_ >= static_cast<int>(jobs_.size())) {
     wake_.notify_one();
-  } else {
-    threads_.emplace_back([this] { Loop(); });
+    return true;
   }
+  try {
+    threads_.emplace_back([this] { Loop(); });
+  } catch (const std::system_error&) {  // out of threads or memory
+    jobs_.pop_back();
+    return false;
+  }
+  return true;
 }
 
 void WorkPool::Loop() {

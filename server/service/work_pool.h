@@ -33,8 +33,9 @@ class WorkPool {
   WorkPool(const WorkPool&) = delete;
   WorkPool& operator=(const WorkPool&) = delete;
 
-  // Runs `job` on a thread of the pool; never waits for it.
-  void Run(std::function<void()> job);
+  // Runs `job` on a thread of the pool; never waits for it. False, and
+  // `job` dropped unrun, if it needed a new thread and none could start.
+  [[nodiscard]] bool Run(std::function<void()> job);
 
  private:
   void Loop();

@@ -25,13 +25,13 @@ TEST(WorkPool, BlockingJobsRunAtOnce) {
   {
     WorkPool pool;
     for (int i = 0; i < kJobs; ++i) {
-      pool.Run([&] {
+      EXPECT_TRUE(pool.Run([&] {
         std::unique_lock<std::mutex> lock(mu);
         ++arrived;
         cv.notify_all();
         cv.wait(lock, [&] { return arrived == kJobs; });
         done.fetch_add(1);
-      });
+      }));
     }
   }  // the destructor waits for all of them
   EXPECT_EQ(done.load(), kJobs);
@@ -45,12 +45,12 @@ TEST(WorkPool, IdleThreadsAreReused) {
   std::condition_variable cv;
   for (int i = 0; i < 200; ++i) {
     bool ran = false;
-    pool.Run([&] {
+    ASSERT_TRUE(pool.Run([&] {
       std::lock_guard<std::mutex> lock(mu);
       threads.insert(std::this_thread::get_id());
       ran = true;
       cv.notify_one();
-    });
+    }));
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return ran; });
   }
@@ -64,7 +64,7 @@ TEST(WorkPool, DestructorRunsWhatIsQueued) {
   std::atomic<int> ran{0};
   {
     WorkPool pool;
-    for (int i = 0; i < 1000; ++i) pool.Run([&] { ran.fetch_add(1); });
+    for (int i = 0; i < 1000; ++i) EXPECT_TRUE(pool.Run([&] { ran.fetch_add(1); }));
   }
   EXPECT_EQ(ran.load(), 1000);
 }
