@@ -27,6 +27,7 @@
 #include "server/metrics/prometheus_metrics.h"
 #include "server/redis/embedded_redis.h"
 #include "server/redis/make_client.h"
+#include "server/redis/reply_objects.h"
 #include "server/service/tdstore_service.h"
 #include "server/redis_store/dict_store.h"
 #include "server/redis_store/indexed_access.h"
@@ -98,7 +99,10 @@ int Run(int argc, char** argv) {
   // and freed heap memory stays resident. Fixing the threshold returns every
   // large buffer to the kernel when freed, so the resident set follows the
   // memory budget (--memory-budget-bytes) instead of its high-water mark.
-  mallopt(M_MMAP_THRESHOLD, 2 << 20);
+  // Redis replies' strings that long come from a pool of kept mappings
+  // instead (reply_objects.h): the same size, so every such string is the
+  // pool's.
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(redis::kPooledStringBytes));
   // Below that threshold, buffers of about a window (1 MiB: a Redis reply,
   // a stream message) come and go on every call. glibc gives the top of a
   // heap back to the kernel once 128 KiB of it are free, so each such

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/redis/reply_objects.h"
 
 namespace tdstore::redis {
 namespace {
@@ -137,6 +138,10 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const RedisAddre
   if (ctx == nullptr) {
     return absl::UnavailableError(address.Redacted() + ": cannot allocate a hiredis context");
   }
+  // Every reply, the handshake's included, is built by tdstored's table
+  // (reply_objects.h: long strings from a pool of warm mappings), and so
+  // freed by Reply with FreeReplyObject, never freeReplyObject.
+  if (ctx->reader != nullptr) ctx->reader->fn = ReplyObjectFunctions();
   // From here on the Connection owns ctx and frees it on every early return.
   std::unique_ptr<Connection> conn(new Connection(ctx));
   const std::string where = address.Redacted();

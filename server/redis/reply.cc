@@ -4,6 +4,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "server/redis/reply_objects.h"
+
 namespace tdstore::redis {
 
 bool ReplyView::is_string() const { return r_ != nullptr && r_->type == REDIS_REPLY_STRING; }
@@ -29,6 +31,7 @@ ReplyView ReplyView::operator[](size_t i) const {
 
 Reply::Reply(redisReply* r) : r_(r) {}
 
-void Reply::Deleter::operator()(redisReply* r) const { freeReplyObject(r); }
+// Connection builds every reply through ReplyObjectFunctions().
+void Reply::Deleter::operator()(redisReply* r) const { FreeReplyObject(r); }
 
 }  // namespace tdstore::redis

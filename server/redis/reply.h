@@ -42,7 +42,8 @@ class ReplyView {
 class Reply {
  public:
   Reply() = default;
-  // Takes ownership of a reply hiredis returned.
+  // Takes ownership of a reply a Connection read: one built by
+  // ReplyObjectFunctions() (reply_objects.h), freed with FreeReplyObject.
   explicit Reply(redisReply* r);
 
   ReplyView view() const { return ReplyView(r_.get()); }

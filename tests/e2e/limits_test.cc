@@ -102,16 +102,32 @@ struct StalledWriter {
 
 TEST_F(E2eLimits, StalledWritersAreCancelledAndDoNotBlockOthers) {
   Client client = NewClient();
-  Dict td = client.create("stall", {4});
+  // Its own dict each time it runs (--gtest_repeat), within --max-name-bytes.
+  static int runs = 0;
+  const std::string name = "stall" + std::to_string(runs++);
+  Dict td = client.create(name, {4});
   const auto before = NamespaceSnapshot(kNs);
   auto stub = v1::TdStore::NewStub(
       grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
   const auto t0 = std::chrono::steady_clock::now();
-  StalledWriter first(*stub, "stall", "s1");
-  StalledWriter second(*stub, "stall", "s2");
+  StalledWriter first(*stub, name, "s1");
+  StalledWriter second(*stub, name, "s2");
   // The stalled streams hold both slots once tdstored has admitted them,
-  // which the client cannot see: wait until a read stream (which changes
-  // nothing) is refused for want of a slot.
+  // which the client cannot see. A read sent to find out could itself take
+  // a slot before a writer's handler starts (reads are served on gRPC's
+  // callback threads, writes wait for a sync-server thread), leaving that
+  // writer refused and every later read admitted. So first wait until both
+  // writers have begun their leaves: each registers its generation as
+  // pending (docs/storage-layout.md) only after it was admitted.
+  const std::string pending = std::string(kNs) + ":{" + td.describe().id + "}:pending";
+  const auto both_began = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (SharedRedis().Command({"HLEN", pending}).at(0) != "2" &&
+         std::chrono::steady_clock::now() < both_began) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(SharedRedis().Command({"HLEN", pending}).at(0), "2")
+      << "the stalled writers never both began";
+  // Now a read stream (which changes nothing) is refused for want of a slot.
   auto status_of = [](const std::function<void()>& call) {
     try {
       call();
@@ -131,7 +147,7 @@ TEST_F(E2eLimits, StalledWritersAreCancelledAndDoNotBlockOthers) {
   ASSERT_TRUE(waited_for([&] {
     grpc::ClientContext ctx;
     v1::ReadLeavesRequest req;
-    req.set_dict("stall");
+    req.set_dict(name);
     auto reader = stub->ReadLeaves(&ctx, req);
     v1::ReadChunk chunk;
     while (reader->Read(&chunk)) {
