@@ -208,11 +208,10 @@ absl::StatusOr<Reply> Connection::Call(absl::Span<const std::string_view> argv) 
   return reply;
 }
 
-void FormatCommand(absl::Span<const std::string_view> argv, std::string* out) {
-  size_t size = 16;
+void AppendCommand(absl::Span<const std::string_view> argv, std::string* out) {
+  size_t size = out->size() + 16;
   for (std::string_view arg : argv) size += arg.size() + 24;
-  out->clear();
-  out->reserve(size);
+  if (out->capacity() < size) out->reserve(std::max(size, 2 * out->capacity()));
   auto append_count = [out](char kind, size_t n) {
     char digits[24];
     auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), n);
@@ -229,22 +228,24 @@ void FormatCommand(absl::Span<const std::string_view> argv, std::string* out) {
   }
 }
 
+void FormatCommand(absl::Span<const std::string_view> argv, std::string* out) {
+  out->clear();
+  AppendCommand(argv, out);
+}
+
 absl::Status Connection::Append(absl::Span<const std::string_view> argv) {
   if (broken_) return TransportError("append");
   if (argv.empty()) return absl::InvalidArgumentError("empty Redis command");
   for (std::string_view arg : argv) {
     if (arg.size() >= kDirectArgBytes) return WriteDirect(argv);
   }
-  // The command in RESP, formatted here (FormatCommand) and handed to
-  // hiredis, which copies it into its output buffer before returning.
-  std::string& resp = format_buffer_;
-  FormatCommand(argv, &resp);
-  const int appended = redisAppendFormattedCommand(ctx_, resp.data(), resp.size());
-  // A pooled connection keeps the buffer for its next command, but not one
-  // grown past 1 MiB by a rare command of many arguments.
-  if (resp.capacity() > (size_t{1} << 20)) std::string().swap(resp);
-  if (appended != REDIS_OK) return TransportError("append");
+  AppendCommand(argv, &out_);
   ++pending_;
+  // Written as they come once a window's worth is queued: the buffer stays
+  // small and warm, and Redis starts on a long pipeline or MULTI sooner.
+  // Replies stay unread meanwhile, as with WriteDirect: Redis goes on
+  // reading while its replies wait for us.
+  if (out_.size() >= kWriteAtBytes) return Flush();
   return absl::OkStatus();
 }
 
@@ -253,9 +254,9 @@ absl::Status Connection::Append(absl::Span<const std::string_view> argv) {
 // before writing it. For a window of a leaf, a megabyte, those two copies
 // cost more than sending it. So such a command goes out here, in RESP as
 // hiredis would write it, with the large arguments taken from the caller's
-// memory by writev. What hiredis has queued goes first, so Redis sees the
-// commands in the order they were appended, and the replies are read by
-// hiredis as usual. The socket is blocking with the I/O timeout
+// memory by writev. What is queued goes first, so Redis sees the commands
+// in the order they were appended, and the replies are read by hiredis as
+// usual. The socket is blocking with the I/O timeout
 // (SO_SNDTIMEO), as hiredis' own writes are.
 absl::Status Connection::WriteDirect(absl::Span<const std::string_view> argv) {
   if (absl::Status s = Flush(); !s.ok()) return s;
@@ -289,6 +290,12 @@ absl::Status Connection::WriteDirect(absl::Span<const std::string_view> argv) {
     const char* base = p.direct != nullptr ? p.direct : text.data() + p.at;
     iov.push_back({const_cast<char*>(base), p.len});
   }
+  if (absl::Status s = WriteAll(std::move(iov)); !s.ok()) return s;
+  ++pending_;
+  return absl::OkStatus();
+}
+
+absl::Status Connection::WriteAll(std::vector<iovec> iov) {
   // writev may take part of it; go on from where it stopped.
   size_t first = 0;
   while (first < iov.size()) {
@@ -308,7 +315,6 @@ absl::Status Connection::WriteDirect(absl::Span<const std::string_view> argv) {
       if (iov[first].iov_len == 0) ++first;
     }
   }
-  ++pending_;
   return absl::OkStatus();
 }
 
@@ -342,11 +348,13 @@ bool Connection::ClosedByPeer() const {
 
 absl::Status Connection::Flush() {
   if (broken_) return TransportError("write");
-  int done = 0;
-  while (!done) {
-    if (redisBufferWrite(ctx_, &done) != REDIS_OK) return TransportError("write");
-  }
-  return absl::OkStatus();
+  if (out_.empty()) return absl::OkStatus();
+  absl::Status written = WriteAll({iovec{out_.data(), out_.size()}});
+  out_.clear();
+  // Kept for the next commands, unless a command of many arguments grew it
+  // far past a window.
+  if (out_.capacity() > 4 * kWriteAtBytes) std::string().swap(out_);
+  return written;
 }
 
 absl::StatusOr<std::optional<Reply>> Connection::NextPushed(std::chrono::milliseconds timeout,

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -25,6 +26,7 @@
 #include "server/redis/reply.h"
 
 struct redisContext;
+struct iovec;
 
 namespace tdstore::redis {
 
@@ -56,16 +58,17 @@ class Connection {
   // not mix Call with an unfinished pipeline). argv is copied before return.
   absl::StatusOr<Reply> Call(absl::Span<const std::string_view> argv);
 
-  // Queues a command; no I/O. argv is copied before return. A command with
-  // an argument of kDirectArgBytes or more is the exception: it is written
-  // to the socket at once (after whatever was queued before it), the large
-  // arguments straight from argv's memory. Either way argv may go when
-  // Append returns.
+  // Queues a command; no I/O, until the queued commands reach
+  // kWriteAtBytes: then they are written (blocking, without reading
+  // replies). argv is copied before return. A command with an argument of
+  // kDirectArgBytes or more is the exception: it is written to the socket
+  // at once (after whatever was queued before it), the large arguments
+  // straight from argv's memory. Either way argv may go when Append returns.
   absl::Status Append(absl::Span<const std::string_view> argv);
   static constexpr size_t kDirectArgBytes = 64 * 1024;
+  static constexpr size_t kWriteAtBytes = 1 << 20;
   // Writes every queued command to the socket (blocking) without reading.
-  // Lets Redis start on a batch, and frees hiredis' copy of large arguments,
-  // before the caller next needs a reply.
+  // Lets Redis start on a batch before the caller next needs a reply.
   absl::Status Flush();
   // Flushes queued commands and blocks for the next reply.
   absl::StatusOr<Reply> GetReply();
@@ -108,12 +111,23 @@ class Connection {
   RedisNodeEvents* events_;
   int pending_ = 0;
   bool broken_ = false;
-  // Append's RESP text, kept between calls so its capacity is reused.
-  std::string format_buffer_;
+  // Writes all of `iov` to the socket (blocking, with the I/O timeout).
+  absl::Status WriteAll(std::vector<iovec> iov);
+
+  // The commands queued and not yet written, in RESP. Why not hiredis'
+  // output buffer: Append copied each command into it a second time, and
+  // it grew by reallocation to hold a whole pipeline. A strided write's
+  // 16,670 SETRANGEs in one MULTI made it 5.5 MB of fresh pages per call
+  // (page faults and realloc copies: most of tdstored's time for
+  // td[::3] = v, perf). This one is written out at kWriteAtBytes and keeps
+  // its capacity. hiredis' own stays empty past the handshake.
+  std::string out_;
 };
 
-// `argv` as a RESP command (an array of bulk strings), into `*out`
-// (replaced), byte for byte as hiredis' redisFormatCommandArgv writes it.
+// `argv` as a RESP command (an array of bulk strings), appended to `*out`,
+// byte for byte as hiredis' redisFormatCommandArgv writes it.
+void AppendCommand(absl::Span<const std::string_view> argv, std::string* out);
+// The same into `*out`, replaced.
 // Why not hiredis: 0.14 formats each length through sdscatfmt, a printf
 // of its own; a sample's 256 GETRANGEs spent more there than in writing
 // them to the socket (perf, tdstored).

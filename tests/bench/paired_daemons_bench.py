@@ -40,6 +40,7 @@ cases = {
     "td[42] read": lambda td: td[42].to_tensordict(),
     "td[42] write": lambda td: td.__setitem__(42, {"a": torch.ones(64)}),
     "td[100:356] read": lambda td: td[100:356].to_tensordict(),
+    "td[::3] read": lambda td: td[::3].to_tensordict(),
     "counter_add": lambda td: td.counter_add("c"),
     "sample 256 (record)": lambda td: td.rec[torch.randint(0, 5000, (256,))],
     "get leaf": lambda td: td["a"],

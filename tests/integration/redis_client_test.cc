@@ -551,6 +551,56 @@ TEST_F(RedisClientTest, LargeArgumentsWrittenDirectlyKeepTheirOrder) {
   EXPECT_FALSE((*conn)->broken());
 }
 
+// Small commands queued past Connection::kWriteAtBytes are written as they
+// come, not held until a reply is asked for: Redis has applied the first
+// of them while none of their replies has been read. A MULTI of many
+// SETRANGEs (a strided write) then keeps every row, in order, with the
+// queued replies read after.
+TEST_F(RedisClientTest, QueuedCommandsPastAWindowAreWrittenAsTheyCome) {
+  absl::StatusOr<std::unique_ptr<Connection>> conn =
+      Connection::Open(MustParse(server_->url()), FastOptions());
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  const std::string first = Key("first");
+  ASSERT_TRUE((*conn)->Append({"SET", first, "1"}).ok());
+  const std::string rows = Key("rows");
+  ASSERT_TRUE((*conn)->Append({"SET", rows, std::string(300 * 1000, '\0')}).ok());
+  std::string expected(300 * 1000, '\0');
+  ASSERT_TRUE((*conn)->Append({"MULTI"}).ok());
+  constexpr int kRows = 6000;  // 6000 x 300 bytes: past kWriteAtBytes
+  static_assert(kRows * 300 > 1.5 * Connection::kWriteAtBytes);
+  for (int i = 0; i < kRows; ++i) {
+    const size_t at = (static_cast<size_t>(i) * 3 % 1000) * 300;  // rows overlap: order counts
+    const std::string row = Pattern(300, i);
+    expected.replace(at, row.size(), row);
+    ASSERT_TRUE((*conn)->Append({"SETRANGE", rows, std::to_string(at), row}).ok());
+  }
+  ASSERT_TRUE((*conn)->Append({"EXEC"}).ok());
+  // Nothing was read, yet Redis gets the first SET: it was written. (Redis
+  // may serve this other connection before it reads ours: wait for it.
+  // Held back until a reply is asked for, it never comes.)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string seen;
+  while (seen != "1" && std::chrono::steady_clock::now() < deadline) {
+    absl::StatusOr<Reply> got = client_->Call(first, {"GET", first});
+    ASSERT_TRUE(got.ok()) << got.status();
+    seen = std::string(got->str());
+  }
+  EXPECT_EQ(seen, "1");
+  EXPECT_EQ((*conn)->pending(), kRows + 4);
+  for (int i = 0; i < kRows + 3; ++i) {
+    absl::StatusOr<Reply> reply = (*conn)->GetReply();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    ASSERT_FALSE(reply->is_error()) << i << ": " << reply->str();
+  }
+  absl::StatusOr<Reply> exec = (*conn)->GetReply();
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  ASSERT_EQ(exec->size(), static_cast<size_t>(kRows));
+  absl::StatusOr<Reply> value = client_->Call(rows, {"GET", rows});
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(value->str(), expected);
+  EXPECT_FALSE((*conn)->broken());
+}
+
 TEST_F(RedisClientTest, StuckCommandTimesOutAsUnavailable) {
   ConnectOptions options = FastOptions();
   options.io_timeout = std::chrono::milliseconds(200);
