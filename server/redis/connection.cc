@@ -209,22 +209,33 @@ absl::StatusOr<Reply> Connection::Call(absl::Span<const std::string_view> argv) 
 }
 
 void AppendCommand(absl::Span<const std::string_view> argv, std::string* out) {
-  size_t size = out->size() + 16;
-  for (std::string_view arg : argv) size += arg.size() + 24;
-  if (out->capacity() < size) out->reserve(std::max(size, 2 * out->capacity()));
-  auto append_count = [out](char kind, size_t n) {
-    char digits[24];
-    auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), n);
-    (void)ec;  // 24 digits hold any size_t
-    out->push_back(kind);
-    out->append(digits, end);
-    out->append("\r\n", 2);
+  // The command's exact length first, then one resize and plain copies:
+  // appending it piece by piece (five appends per argument) was a fifth of
+  // tdstored's time for a strided write's 16,670 SETRANGEs (perf).
+  auto digits = [](size_t n) {
+    size_t d = 1;
+    for (; n >= 10; n /= 10) ++d;
+    return d;
   };
-  append_count('*', argv.size());
+  size_t add = 3 + digits(argv.size());
+  for (std::string_view arg : argv) add += 5 + digits(arg.size()) + arg.size();
+  const size_t at = out->size();
+  if (out->capacity() < at + add) out->reserve(std::max(at + add, 2 * out->capacity()));
+  out->resize(at + add);
+  char* p = out->data() + at;
+  auto put_count = [&p](char kind, size_t n) {
+    *p++ = kind;
+    p = std::to_chars(p, p + 24, n).ptr;  // 24 digits hold any size_t
+    *p++ = '\r';
+    *p++ = '\n';
+  };
+  put_count('*', argv.size());
   for (std::string_view arg : argv) {
-    append_count('$', arg.size());
-    out->append(arg.data(), arg.size());
-    out->append("\r\n", 2);
+    put_count('$', arg.size());
+    if (!arg.empty()) std::memcpy(p, arg.data(), arg.size());
+    p += arg.size();
+    *p++ = '\r';
+    *p++ = '\n';
   }
 }
 

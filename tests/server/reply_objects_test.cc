@@ -67,14 +67,18 @@ std::string RandomBytes(std::mt19937_64& rng, size_t n) {
   return s;
 }
 
-// A random reply: strings short and pooled, statuses, errors, integers,
-// nils, nested arrays (an EXEC's).
+// A random reply: strings short and pooled, statuses (QUEUED, the reply
+// to each command of a MULTI, among them), errors, integers, nils,
+// nested arrays (an EXEC's).
 std::string RandomResp(std::mt19937_64& rng, int depth) {
   switch (rng() % (depth < 2 ? 7 : 6)) {
     case 0: return Bulk(RandomBytes(rng, rng() % 300));
     case 1: return Bulk(RandomBytes(rng, kPooledStringBytes - 2 + rng() % 5));
     case 2: return Bulk(RandomBytes(rng, kPooledStringBytes + rng() % (3 << 20)));
-    case 3: return "+OK\r\n";
+    case 3: {
+      static const char* const kStatuses[] = {"+OK\r\n", "+QUEUED\r\n", "+PONG\r\n", "+OKAY\r\n"};
+      return kStatuses[rng() % 4];
+    }
     case 4: return (rng() % 2 ? "-TDSTALE gone\r\n" : ":" + std::to_string(int64_t(rng())) + "\r\n");
     case 5: return "$-1\r\n";
     default: {
@@ -88,7 +92,7 @@ std::string RandomResp(std::mt19937_64& rng, int depth) {
 
 TEST(ReplyObjects, RandomRepliesReadAsHiredisDefaultReadsThem) {
   std::mt19937_64 rng(20261205);
-  for (int round = 0; round < 60; ++round) {
+  for (int round = 0; round < 200; ++round) {
     const std::string resp = RandomResp(rng, 0);
     const size_t piece = 1 + rng() % (64 << 10);
     Reader ours = NewReader(ReplyObjectFunctions());
