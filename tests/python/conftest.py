@@ -292,13 +292,7 @@ def shm_addr(addr, _procs, tmp_path_factory) -> str:
     $TDSTORE_TEST_TRANSPORT=unix, else a second tdstored on a unix socket."""
     if addr.startswith("unix:"):
         return addr
-    kind = next(k for k, a in ADDRS.items() if a == addr)
-    base = tmp_path_factory.mktemp(f"shm-{kind}")
-    try:
-        return start_tdstored(_procs, base, REDIS_URLS[kind], name="tdstored-shm",
-                              transport="unix")
-    except (StartError, OSError) as err:
-        pytest.fail(f"cannot start tdstored on a unix socket: {err}", pytrace=False)
+    return _unix_tdstored(addr, _procs, tmp_path_factory, "shm")
 
 
 @pytest.fixture(scope="module")
@@ -307,10 +301,16 @@ def fresh_shm_addr(addr, _procs, tmp_path_factory) -> str:
     end, for a module whose tests count on lending: no other test's clients
     hold part of its --shm-max-bytes (a client kept alive by a reference
     cycle keeps its region lent until the garbage collector runs)."""
+    return _unix_tdstored(addr, _procs, tmp_path_factory, "fresh-shm")
+
+
+def _unix_tdstored(addr, procs, tmp_path_factory, label: str) -> str:
+    """Starts a tdstored on a unix socket over ``addr``'s back end; its
+    address. The test fails if it cannot start."""
     kind = next(k for k, a in ADDRS.items() if a == addr)
-    base = tmp_path_factory.mktemp(f"fresh-shm-{kind}")
+    base = tmp_path_factory.mktemp(f"{label}-{kind}")
     try:
-        return start_tdstored(_procs, base, REDIS_URLS[kind], name="tdstored-fresh-shm",
+        return start_tdstored(procs, base, REDIS_URLS[kind], name=f"tdstored-{label}",
                               transport="unix")
     except (StartError, OSError) as err:
         pytest.fail(f"cannot start tdstored on a unix socket: {err}", pytrace=False)
