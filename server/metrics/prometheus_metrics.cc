@@ -2,15 +2,22 @@
 
 #include <chrono>
 #include <exception>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/metric_type.h"
 #include "prometheus/registry.h"
+#include "server/redis/reply_objects.h"
 
 namespace tdstore::metrics {
 namespace {
@@ -75,6 +82,22 @@ class PrometheusMetrics::NodeMetrics : public redis::RedisNodeEvents {
   prometheus::Counter& script_loads_;
   prometheus::Gauge& connections_;
   prometheus::Gauge& up_;
+};
+
+// tdstore_redis_reply_pool_kept_bytes, read when scraped: the pool is the
+// process's, and reports to nobody.
+class ReplyPoolCollectable final : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    prometheus::MetricFamily family;
+    family.name = "tdstore_redis_reply_pool_kept_bytes";
+    family.help = "Bytes of freed Redis reply strings (2 MiB and more) kept mapped for reuse";
+    family.type = prometheus::MetricType::Gauge;
+    prometheus::ClientMetric metric;
+    metric.gauge.value = static_cast<double>(redis::PoolKeptBytes());
+    family.metric.push_back(std::move(metric));
+    return {std::move(family)};
+  }
 };
 
 PrometheusMetrics::PrometheusMetrics(const std::string& version)
@@ -172,6 +195,8 @@ absl::StatusOr<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::Start(
                                   " (port in use, or not a local address?)");
   }
   m->exposer_->RegisterCollectable(m->registry_);
+  m->reply_pool_ = std::make_shared<ReplyPoolCollectable>();
+  m->exposer_->RegisterCollectable(m->reply_pool_);
   const std::vector<int> ports = m->exposer_->GetListeningPorts();
   if (ports.empty()) {
     return absl::UnavailableError("--metrics-listen: no port bound for " + listen);

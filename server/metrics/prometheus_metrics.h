@@ -4,6 +4,8 @@
 //   - calls       (CallObserver, from call_interceptor.h)
 //   - Redis       (redis::RedisEvents, from server/redis/redis_events.h)
 //   - the sweeper (store::SweepObserver, from server/redis_store/sweeper.h)
+// and reads one value at each scrape: what the Redis replies' string pool
+// keeps (server/redis/reply_objects.h).
 // Every metric is named tdstore_*; docs/operations.md ("Metrics") lists them
 // with their labels. Labels never carry secrets: Redis nodes are host:port
 // or a socket path, methods are gRPC method names.
@@ -33,6 +35,7 @@
 #include "server/redis_store/sweeper.h"
 
 namespace prometheus {
+class Collectable;
 class Counter;
 class Exposer;
 class Gauge;
@@ -93,6 +96,8 @@ class PrometheusMetrics final : public CallObserver,
   std::map<std::string, std::unique_ptr<MethodMetrics>, std::less<>> methods_;
   std::map<std::string, std::unique_ptr<NodeMetrics>, std::less<>> nodes_;
 
+  // Read at each scrape, not reported: the Redis reply pool's kept bytes.
+  std::shared_ptr<prometheus::Collectable> reply_pool_;
   // Last: destroyed first, so no scrape runs while the rest goes away.
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;

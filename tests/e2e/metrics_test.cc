@@ -216,6 +216,34 @@ TEST(E2eMetrics, CountersMoveByWhatTheCallsDid) {
   EXPECT_FALSE(Contains(log, "Bearer")) << log;
 }
 
+// A strided read's covering range is a Redis reply string of 2 MiB or more:
+// once the read is done, the pool keeps its mapping, and the gauge read at
+// scrape time shows it (server/redis/reply_objects.h).
+TEST(E2eMetrics, TheReplyPoolsKeptBytesShowAfterAStridedRead) {
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon
+                  .Start({"--redis", SharedRedis().url(), "--namespace", "metpool",
+                          "--metrics-listen", "127.0.0.1:0"})
+                  .ok());
+  const Scrape before(daemon.metrics_url());
+  ASSERT_TRUE(Contains(before.text(), "\ntdstore_redis_reply_pool_kept_bytes ")) << before.text();
+  EXPECT_EQ(before.Value("tdstore_redis_reply_pool_kept_bytes"), 0) << before.text();
+
+  Client client(daemon.address());
+  constexpr int64_t kRows = 4096, kCols = 256;  // 4 MiB of float32 in one block
+  Dict td = client.create(UniqueDictName(), {kRows}, CreateOptions{kRows, 0});
+  const at::Tensor x = at::rand({kRows, kCols});
+  td.set("x", x);
+  // Every other row: one covering range of the whole leaf, cut here.
+  const LocalDict half = td.index(Slice(std::nullopt, std::nullopt, 2));
+  EXPECT_TRUE(at::equal(half.at("x"), x.index({at::indexing::Slice(at::indexing::None,
+                                                                   at::indexing::None, 2)})));
+
+  const double kept = Scrape(daemon.metrics_url()).Value("tdstore_redis_reply_pool_kept_bytes");
+  EXPECT_GE(kept, static_cast<double>(kRows * kCols * 4));
+  EXPECT_LE(kept, 32.0 * (1 << 20));
+}
+
 TEST(E2eMetrics, RedisGoingAwayShowsInTheRedisMetrics) {
   RedisServerProcess redis;
   ASSERT_TRUE(redis.Start().ok());
