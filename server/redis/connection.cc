@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cctype>
 #include <cstring>
 #include <cerrno>
@@ -223,9 +224,9 @@ void AppendCommand(absl::Span<const std::string_view> argv, std::string* out) {
   if (out->capacity() < at + add) out->reserve(std::max(at + add, 2 * out->capacity()));
   out->resize(at + add);
   char* p = out->data() + at;
-  auto put_count = [&p](char kind, size_t n) {
+  auto put_count = [&p, &digits](char kind, size_t n) {
     *p++ = kind;
-    p = std::to_chars(p, p + 24, n).ptr;  // 24 digits hold any size_t
+    p = std::to_chars(p, p + digits(n), n).ptr;
     *p++ = '\r';
     *p++ = '\n';
   };
@@ -310,7 +311,8 @@ absl::Status Connection::WriteAll(std::vector<iovec> iov) {
   // writev may take part of it; go on from where it stopped.
   size_t first = 0;
   while (first < iov.size()) {
-    ssize_t n = writev(ctx_->fd, iov.data() + first, static_cast<int>(iov.size() - first));
+    const size_t count = std::min<size_t>(iov.size() - first, IOV_MAX);
+    ssize_t n = writev(ctx_->fd, iov.data() + first, static_cast<int>(count));
     if (n < 0) {
       const int err = errno;
       if (err == EINTR) continue;
@@ -362,8 +364,8 @@ absl::Status Connection::Flush() {
   if (out_.empty()) return absl::OkStatus();
   absl::Status written = WriteAll({iovec{out_.data(), out_.size()}});
   out_.clear();
-  // Kept for the next commands, unless a command of many arguments grew it
-  // far past a window.
+  // Kept for the rest of the pipeline (GetReply lets it go at the end),
+  // unless a command of many arguments grew it far past a window.
   if (out_.capacity() > 4 * kWriteAtBytes) std::string().swap(out_);
   return written;
 }
@@ -408,6 +410,9 @@ absl::StatusOr<Reply> Connection::GetReply() {
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return TransportError("read");
   --pending_;
+  // The pipeline is done: a buffer a long one grew (up to about two
+  // windows) is not kept by an idle pooled connection.
+  if (pending_ == 0 && out_.capacity() > kIdleOutputBytes) std::string().swap(out_);
   events_->OnReply();
   return Reply(static_cast<redisReply*>(raw));
 }

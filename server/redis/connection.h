@@ -67,6 +67,8 @@ class Connection {
   absl::Status Append(absl::Span<const std::string_view> argv);
   static constexpr size_t kDirectArgBytes = 64 * 1024;
   static constexpr size_t kWriteAtBytes = 1 << 20;
+  // What the queue's buffer may keep once no reply is pending.
+  static constexpr size_t kIdleOutputBytes = 64 << 10;
   // Writes every queued command to the socket (blocking) without reading.
   // Lets Redis start on a batch before the caller next needs a reply.
   absl::Status Flush();
@@ -120,7 +122,8 @@ class Connection {
   // 16,670 SETRANGEs in one MULTI made it 5.5 MB of fresh pages per call
   // (page faults and realloc copies: most of tdstored's time for
   // td[::3] = v, perf). This one is written out at kWriteAtBytes and keeps
-  // its capacity. hiredis' own stays empty past the handshake.
+  // its capacity while the pipeline runs. hiredis' own stays empty past
+  // the handshake.
   std::string out_;
 };
 

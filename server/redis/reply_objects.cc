@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <new>
 #include <mutex>
 #include <vector>
 
@@ -58,9 +59,14 @@ class StringPool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (kept_ + capacity <= kPoolKeptBytes) {
-        kept_ += capacity;
-        free_.push_back({capacity, base});
-        return;
+        // Called from Reply's destructor and from hiredis: no exception
+        // may leave. Without room to note it, the mapping goes.
+        try {
+          free_.push_back({capacity, base});
+          kept_ += capacity;
+          return;
+        } catch (...) {
+        }
       }
     }
     munmap(base, capacity);
@@ -92,11 +98,18 @@ class StringPool {
 };
 
 StringPool& Pool() {
-  static StringPool* const pool = new StringPool();  // never destroyed: replies may outlive main
+  // Never destroyed (replies may outlive main), and made without
+  // allocating: this first runs inside hiredis' C code, where an exception
+  // must not pass.
+  alignas(StringPool) static unsigned char storage[sizeof(StringPool)];
+  static StringPool* const pool = new (storage) StringPool();
   return *pool;
 }
 
-bool Pooled(size_t len) { return len >= kPooledStringBytes; }
+// Whether a string of `len` bytes lives in the pool: whether glibc would
+// map its malloc chunk (the string, its NUL and malloc's header, rounded
+// up to 16 bytes), which 32 bytes of margin cover.
+bool Pooled(size_t len) { return len + 32 >= kPooledStringBytes; }
 
 redisReply* NewReply(int type) {
   auto* r = static_cast<redisReply*>(std::calloc(1, sizeof(redisReply)));

@@ -31,8 +31,9 @@ struct redisReplyObjectFunctions;
 
 namespace tdstore::redis {
 
-// Strings this long or longer live in the pool: those glibc would map fresh,
-// main.cc fixing its mmap threshold at this size. Shorter ones (a read
+// Strings about this long or longer (within malloc's 32 bytes of chunk
+// overhead) live in the pool: those glibc would map fresh, main.cc fixing
+// its mmap threshold at this size. Shorter ones (a read
 // window, 1 MiB) are malloc's, as with hiredis' default table, and warm in
 // its heaps (main.cc's trim threshold). Pooling from 1 MiB was measured and
 // dropped: a 2.5 MiB leaf's read over TCP was 1.23x slower (paired, 5
