@@ -104,39 +104,4 @@ int64_t BlockLayout::part_size(int64_t block, int64_t part) const {
   return std::min(part_bytes_, block_bytes(block) - part * part_bytes_);
 }
 
-void BlockLayout::ForEachSegment(int64_t offset, int64_t length, int64_t max_piece,
-                                 const std::function<void(const Segment&)>& fn) const {
-  // A range outside the leaf is a caller bug; yield nothing rather than
-  // pieces of keys that do not exist. (Written so that offset + length
-  // cannot overflow.)
-  if (offset < 0 || length < 0 || max_piece < 1 || offset > total_bytes_ ||
-      length > total_bytes_ - offset) {
-    return;
-  }
-  const int64_t end = offset + length;
-  const bool record = in_record();
-  int64_t pos = offset;
-  while (pos < end) {
-    const int64_t row = pos / row_bytes_;
-    const int64_t in_row = pos - row * row_bytes_;
-    const int64_t block = row / rows_per_block_;
-    const int64_t in_block = (row - block * rows_per_block_) * stride_ + field_offset_ + in_row;
-    const int64_t part = in_block / part_bytes_;
-    const int64_t in_part = in_block - part * part_bytes_;
-    const int64_t left_in_part = part_size(block, part) - in_part;
-    int64_t piece = std::min({end - pos, left_in_part, max_piece});
-    // A record's next row of this leaf is a stride further on, not adjacent.
-    if (record) piece = std::min(piece, row_bytes_ - in_row);
-
-    Segment segment;
-    segment.block = block;
-    segment.part = part;
-    segment.offset_in_part = in_part;
-    segment.length = piece;
-    segment.leaf_offset = pos;
-    fn(segment);
-    pos += piece;
-  }
-}
-
 }  // namespace tdstore

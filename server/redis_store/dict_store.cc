@@ -85,7 +85,7 @@ absl::Status DictStore::ProbeAndReserveBytes(const DictSchema& cached, int64_t b
                                              std::string_view what, bool* current) {
   *current = false;
   const std::string_view name = cached.meta.name;
-  auto pipe = redis_->NewPipeline(3);
+  auto pipe = redis_->NewPipeline(kProbeCommands + 1);  // the probe, the reservation
   if (!pipe.ok()) return pipe.status();
   if (auto s = SendProbe(**pipe, keys_, cached, name); !s.ok()) return s;
   const redis::Script& script = GetScripts().reserve_bytes;

@@ -1,6 +1,7 @@
 #include "server/redis_store/indexed_io.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -11,6 +12,7 @@
 #include "common/str_cat.h"
 #include "server/redis_store/lua_scripts.h"
 #include "server/redis_store/redis_errors.h"
+#include "server/redis_store/schema_cache.h"
 
 namespace tdstore::store {
 
@@ -48,15 +50,30 @@ absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(const DictStore& store
     const LeafRecord& record = leaves[i]->record;
     auto layout = schema.Layout(record);
     if (!layout.ok()) return layout.status();
+    // Consecutive runs mostly fall in the block and part of the run before
+    // (a sample of a 10,000-row buffer: all of them), so the last block and
+    // key found are kept instead of two map lookups per run.
+    BlockWork* work = nullptr;
+    int64_t work_block = 0;
+    int key = 0;
+    int64_t key_part = 0;
     for (const plan::PartRun& r : plan::SplitRuns(plan::PlanRuns(index, CellBytes(schema, record)), *layout)) {
-      BlockWork& work = blocks[r.block];
-      auto [it, added] = work.key_numbers.emplace(std::make_pair(record.generation, r.part),
-                                                  static_cast<int>(work.keys.size()) + 1);
-      if (added) {
-        work.keys.push_back(
-            store.keys().BlockPart(schema.meta.id, r.block, record.generation, r.part));
+      if (work == nullptr || r.block != work_block) {
+        work = &blocks[r.block];
+        work_block = r.block;
+        key = 0;
       }
-      work.runs.push_back({i, it->second, r.offset_in_part, r.length, r.result_offset});
+      if (key == 0 || r.part != key_part) {
+        auto [it, added] = work->key_numbers.emplace(std::make_pair(record.generation, r.part),
+                                                     static_cast<int>(work->keys.size()) + 1);
+        if (added) {
+          work->keys.push_back(
+              store.keys().BlockPart(schema.meta.id, r.block, record.generation, r.part));
+        }
+        key = it->second;
+        key_part = r.part;
+      }
+      work->runs.push_back({i, key, r.offset_in_part, r.length, r.result_offset});
     }
   }
   return blocks;
@@ -107,7 +124,11 @@ absl::Status RunBlocks(const DictStore& store, const DictSchema& schema, bool pr
   auto sends = [](const BlockCommand& c) {
     return c.transaction.empty() ? 1 : static_cast<int>(c.transaction.size()) + 2;
   };
-  int depth = 2;
+  // Room for everything sent before the first reply is read: the probe,
+  // the first kBlocksInFlight blocks and the version's HGET. One command
+  // more than the window holds makes Send read a reply first, a round trip
+  // on every call: the HGET was that one until the window counted it.
+  int depth = kProbeCommands + 1;
   for (size_t i = 0; i < commands.size() && i < kBlocksInFlight; ++i) depth += sends(commands[i]);
   auto pipe = store.redis().NewPipeline(depth);
   if (!pipe.ok()) return pipe.status();
@@ -256,65 +277,64 @@ struct Fetch {
 // fetch (a record dict's row: every leaf's run of it, one GETRANGE).
 std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch_of,
                                int64_t* allowance) {
-  std::map<int, std::pair<int64_t, int64_t>> span;  // key -> [begin, end)
-  // key -> (bytes, calls): the calls are the GETRANGEs the key's runs need
-  // when not covered. Runs that touch or overlap are one call: a record
-  // dict's row is a run per leaf but one GETRANGE, so counting runs would
-  // price a 256-row sample of 3 leaves as 768 calls and cover far more
-  // than the calls it saves are worth.
-  std::map<int, std::pair<int64_t, int64_t>> selected;
-  std::map<int, std::vector<std::pair<int64_t, int64_t>>> ranges;  // key -> runs' [begin, end)
-  for (const BlockWork::Run& r : work.runs) {
-    auto [it, added] = span.emplace(r.key, std::make_pair(r.offset_in_part, r.offset_in_part + r.length));
-    if (!added) {
-      it->second.first = std::min(it->second.first, r.offset_in_part);
-      it->second.second = std::max(it->second.second, r.offset_in_part + r.length);
-    }
-    selected[r.key].first += r.length;
-    ranges[r.key].emplace_back(r.offset_in_part, r.offset_in_part + r.length);
-  }
-  for (auto& [key, list] : ranges) {
-    std::sort(list.begin(), list.end());
-    int64_t calls = 0;
-    int64_t reach = -1;
-    for (const auto& [begin, end] : list) {
-      if (begin > reach) ++calls;
-      reach = std::max(reach, end);
-    }
-    selected[key].second = calls;
-  }
-  std::vector<Fetch> fetches;
-  std::map<int, size_t> covering;  // key -> its covering fetch
-  for (const auto& [key, range] : span) {
-    const auto [bytes, runs] = selected[key];
-    const int64_t beyond = (range.second - range.first) - kCoverFactor * bytes;
-    bool cover = beyond <= 0;
-    if (!cover && runs > 1 && beyond <= kRunCostBytes * (runs - 1) && beyond <= *allowance) {
-      *allowance -= beyond;
-      cover = true;
-    }
-    if (cover) {
-      covering[key] = fetches.size();
-      fetches.push_back({key, range.first, range.second - range.first});
-    }
-  }
-  fetch_of->assign(work.runs.size(), 0);
-  std::vector<size_t> loose;  // runs of keys not covered
-  for (size_t i = 0; i < work.runs.size(); ++i) {
-    auto it = covering.find(work.runs[i].key);
-    if (it != covering.end()) {
-      (*fetch_of)[i] = it->second;
-    } else {
-      loose.push_back(i);
-    }
-  }
-  std::sort(loose.begin(), loose.end(), [&](size_t a, size_t b) {
+  // The runs in key and offset order: each key's runs are then one stretch,
+  // and the runs of a key that is not covered are fetched in this order.
+  std::vector<size_t> order(work.runs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const BlockWork::Run& x = work.runs[a];
     const BlockWork::Run& y = work.runs[b];
     return std::tie(x.key, x.offset_in_part) < std::tie(y.key, y.offset_in_part);
   });
-  for (size_t i : loose) {
+  // Per key (numbered from 1): the span its runs reach, their bytes and the
+  // GETRANGEs they need when not covered. Runs that touch or overlap are
+  // one call: a record dict's row is a run per leaf but one GETRANGE, so
+  // counting runs would price a 256-row sample of 3 leaves as 768 calls and
+  // cover far more than the calls it saves are worth.
+  struct KeyRuns {
+    int64_t begin = 0, end = 0;  // the span, [begin, end)
+    int64_t bytes = 0;
+    int64_t calls = 0;
+    size_t covering = SIZE_MAX;  // its covering fetch, if it has one
+  };
+  std::vector<KeyRuns> per_key(work.keys.size() + 1);
+  for (size_t n = 0; n < order.size(); ++n) {
+    const BlockWork::Run& r = work.runs[order[n]];
+    KeyRuns& k = per_key[static_cast<size_t>(r.key)];
+    const int64_t end = r.offset_in_part + r.length;
+    if (n == 0 || work.runs[order[n - 1]].key != r.key) {  // the key's first run
+      k.begin = r.offset_in_part;
+      k.end = end;
+      k.calls = 1;
+    } else if (r.offset_in_part > k.end) {
+      ++k.calls;
+    }
+    k.end = std::max(k.end, end);
+    k.bytes += r.length;
+  }
+  std::vector<Fetch> fetches;
+  for (size_t key = 1; key < per_key.size(); ++key) {
+    KeyRuns& k = per_key[key];
+    if (k.calls == 0) continue;  // no run of this key
+    const int64_t beyond = (k.end - k.begin) - kCoverFactor * k.bytes;
+    bool cover = beyond <= 0;
+    if (!cover && k.calls > 1 && beyond <= kRunCostBytes * (k.calls - 1) && beyond <= *allowance) {
+      *allowance -= beyond;
+      cover = true;
+    }
+    if (cover) {
+      k.covering = fetches.size();
+      fetches.push_back({static_cast<int>(key), k.begin, k.end - k.begin});
+    }
+  }
+  fetch_of->assign(work.runs.size(), 0);
+  for (size_t i : order) {
     const BlockWork::Run& r = work.runs[i];
+    const size_t covering = per_key[static_cast<size_t>(r.key)].covering;
+    if (covering != SIZE_MAX) {
+      (*fetch_of)[i] = covering;
+      continue;
+    }
     Fetch* last = fetches.empty() ? nullptr : &fetches.back();
     if (last != nullptr && last->key == r.key && r.offset_in_part <= last->offset + last->length) {
       last->length = std::max(last->length, r.offset_in_part + r.length - last->offset);

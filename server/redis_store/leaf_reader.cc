@@ -68,7 +68,7 @@ absl::Status ReadLeaves(const DictStore& store, const DictSchema& schema,
         "a whole-leaf read's window pipeline");
     if (!leased.ok()) return leased.status();
     lease = *std::move(leased);
-    auto made = store.redis().NewPipeline(depth + 2);
+    auto made = store.redis().NewPipeline(depth + kProbeCommands);
     if (!made.ok()) return made.status();
     pipe = *std::move(made);
   }

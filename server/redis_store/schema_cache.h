@@ -62,6 +62,9 @@ class SchemaCache {
 // first.
 absl::Status SendProbe(redis::Pipeline& pipe, const KeySchema& keys, const DictSchema& schema,
                        std::string_view name);
+// The commands SendProbe queues: a pipeline that carries the probe must
+// have room for them, or its Send waits for a reply (a round trip).
+inline constexpr int kProbeCommands = 2;
 
 // Receives the probe's two replies and says what they mean for `schema`:
 //   OK          it is current (same version, not deleting, and `name`

@@ -5,8 +5,10 @@ kind on an otherwise idle tdstored and redis-server of its own.
 
     build/venv/bin/python tests/bench/call_cpu.py --op extend   # torchrl extend of 500 rows
     build/venv/bin/python tests/bench/call_cpu.py --op sample   # a 256-row sample (storage.get)
+    build/venv/bin/python tests/bench/call_cpu.py --op sample1  # the same call for 1 row: its floor
     build/venv/bin/python tests/bench/call_cpu.py --op set      # set one [10000, 64] f32 leaf
     ... --tcp (default: the unix socket, so shared memory) --calls 2000
+    ... --redis-unix  # tdstored reaches redis-server over a unix socket
     ... --profile    # also: the client's Python functions by own time (cProfile)
 
 torchrl's scenario (issue #33): a buffer of 10,000 rows of obs [64],
@@ -31,9 +33,11 @@ import python_bench as pb  # noqa: E402  (servers)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--op", choices=("extend", "sample", "set"), default="sample")
+    ap.add_argument("--op", choices=("extend", "sample", "sample1", "set"), default="sample")
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--tcp", action="store_true", help="the client over TCP, not the unix socket")
+    ap.add_argument("--redis-unix", action="store_true",
+                    help="tdstored reaches redis-server over a unix socket, not loopback TCP")
     ap.add_argument("--profile", action="store_true",
                     help="then profile the client's calls again under cProfile, by own time")
     ap.add_argument("--tdstored", default=os.path.join(pb.REPO, "build/server/tdstored"))
@@ -95,8 +99,8 @@ def make_op(kind: str, addr: str):
                       writer=RoundRobinWriter(), batch_size=256)
     for s in range(0, 5000, 500):
         rb.extend(data[s:s + 500])
-    if kind == "sample":
-        index = torch.randint(0, 5000, (256,))
+    if kind in ("sample", "sample1"):
+        index = torch.randint(0, 5000, (256 if kind == "sample" else 1,))
         return lambda: rb.storage.get(index)
     chunks = [data[s:s + 500] for s in range(0, 5000, 500)]
     state = {"i": 0}

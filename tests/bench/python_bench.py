@@ -150,6 +150,10 @@ class Env:
         self.tcp_addr = ""
         self.unix_addr = ""
         self.redis_url = ""
+        # With --redis-unix, redis-server also listens on this unix socket,
+        # and tdstored and the seed use it instead of loopback TCP.
+        self.redis_socket = (os.path.join(self.dir, "redis.sock")
+                             if getattr(args, "redis_unix", False) else "")
         self.nodes = []  # redis-py clients of every Redis node (settle() visits each)
 
     @property
@@ -168,7 +172,9 @@ class Env:
         self.redis_proc = subprocess.Popen(
             [self.args.redis_server, "--port", str(self.redis_port), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--dir", self.dir,
-             "--logfile", os.path.join(self.dir, "redis.log"), "--daemonize", "no"],
+             "--logfile", os.path.join(self.dir, "redis.log"), "--daemonize", "no"]
+            + (["--unixsocket", self.redis_socket, "--unixsocketperm", "700"]
+               if self.redis_socket else []),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.redis_pid = self.redis_proc.pid
         self.r = redis.Redis(host="127.0.0.1", port=self.redis_port)
@@ -181,7 +187,8 @@ class Env:
                 if time.time() > deadline or self.redis_proc.poll() is not None:
                     raise RuntimeError("redis-server did not start")
                 time.sleep(0.05)
-        self.redis_url = f"redis://127.0.0.1:{self.redis_port}"
+        self.redis_url = (f"unix://{self.redis_socket}" if self.redis_socket
+                          else f"redis://127.0.0.1:{self.redis_port}")
         self.nodes = [self.r]
 
     def start_daemon(self):

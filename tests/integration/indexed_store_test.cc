@@ -463,5 +463,115 @@ TEST_F(IndexedStoreTest, SampledReadMovesAboutTheSelectedBytes) {
       << "moved " << (after - before);
 }
 
+// A real client whose pipelines note the most commands ever outstanding
+// against the window they were made with. A Send past the window makes the
+// pipeline read a reply before it can queue more: a Redis round trip in the
+// middle of a call that meant to send everything at once.
+class WindowWatchingClient final : public redis::RedisClient {
+ public:
+  explicit WindowWatchingClient(redis::RedisClient* real) : real_(real) {}
+  int overflows() const { return overflows_; }
+  int pipelines() const { return pipelines_; }
+
+  absl::StatusOr<redis::Reply> Call(std::string_view key,
+                                    absl::Span<const std::string_view> argv) override {
+    return real_->Call(key, argv);
+  }
+  absl::StatusOr<redis::Reply> Eval(const redis::Script& script,
+                                    absl::Span<const std::string_view> keys,
+                                    absl::Span<const std::string_view> args) override {
+    return real_->Eval(script, keys, args);
+  }
+  absl::StatusOr<std::vector<redis::Reply>> CallOnEveryMaster(
+      absl::Span<const std::string_view> argv) override {
+    return real_->CallOnEveryMaster(argv);
+  }
+  absl::StatusOr<redis::Reply> EvalDurable(const redis::Script& script,
+                                           absl::Span<const std::string_view> keys,
+                                           absl::Span<const std::string_view> args,
+                                           int replicas,
+                                           std::chrono::milliseconds timeout) override {
+    return real_->EvalDurable(script, keys, args, replicas, timeout);
+  }
+  absl::StatusOr<std::unique_ptr<redis::Pipeline>> NewPipeline(int max_outstanding) override {
+    auto pipe = real_->NewPipeline(max_outstanding);
+    if (!pipe.ok()) return pipe.status();
+    ++pipelines_;
+    return std::unique_ptr<redis::Pipeline>(
+        new Watched(*std::move(pipe), max_outstanding, &overflows_));
+  }
+  bool pipelines_in_order() const override { return real_->pipelines_in_order(); }
+  absl::StatusOr<std::unique_ptr<redis::Connection>> ConnectForSubscribe() override {
+    return real_->ConnectForSubscribe();
+  }
+  std::string Describe() const override { return real_->Describe(); }
+
+ private:
+  class Watched final : public redis::Pipeline {
+   public:
+    Watched(std::unique_ptr<redis::Pipeline> real, int window, int* overflows)
+        : real_(std::move(real)), window_(window), overflows_(overflows) {}
+    absl::Status Send(std::string_view key, absl::Span<const std::string_view> argv) override {
+      if (real_->outstanding() >= window_) ++*overflows_;
+      return real_->Send(key, argv);
+    }
+    absl::Status Flush() override { return real_->Flush(); }
+    absl::StatusOr<redis::Reply> Receive() override { return real_->Receive(); }
+    int outstanding() const override { return real_->outstanding(); }
+    absl::Status WaitReplicas(int replicas, std::chrono::milliseconds timeout) override {
+      return real_->WaitReplicas(replicas, timeout);
+    }
+
+   private:
+    std::unique_ptr<redis::Pipeline> real_;
+    const int window_;
+    int* const overflows_;
+  };
+  redis::RedisClient* const real_;
+  int overflows_ = 0;
+  int pipelines_ = 0;
+};
+
+TEST_F(IndexedStoreTest, AnIndexedCallSendsItsProbeBlocksAndVersionWithoutWaiting) {
+  // Indexed reads and writes of one to three blocks, from a cached schema:
+  // each sends the probe, its blocks (MULTI ... EXEC) and, on standalone
+  // Redis, the version's HGET in one go, and only then reads. None may fill its pipeline's
+  // window before it has sent them all.
+  ASSERT_TRUE(store_->CreateDict("d", {12, 2}, 4, 0).ok());
+  WriteWhole("d", {"x"}, DType::kInt32, {12, 2}, RandomBytes(12 * 2 * 4, 11));
+  WriteWhole("d", {"y"}, DType::kUInt8, {12, 2, 3}, RandomBytes(12 * 2 * 3, 12));
+  WindowWatchingClient watched(client_.get());
+  StoreOptions options;
+  options.ns = ns_;
+  DictStore store(&watched, options);
+  auto schema = store.LoadDict("d");
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  store.Remember(*schema);  // the cached schema: every call probes it
+  const std::vector<IndexSpec> indices = {{IndexTerm::Int(5)},
+                                          {IndexTerm::Positions({0, 11, 3, 3, 7})},
+                                          {IndexTerm::Slice(1, std::nullopt, 2)}};
+  for (const IndexSpec& index : indices) {
+    auto read = ReadIndexedLeaves(store, {"d", schema->meta.id}, index, {});
+    ASSERT_TRUE(read.ok()) << read.status();
+    // Only one connection runs a pipeline in order: there, the version
+    // rides behind the blocks (a cluster reads it once the replies are in).
+    const bool in_order = watched.pipelines_in_order();
+    EXPECT_EQ(read->version_after.has_value(), in_order);
+    auto resolved = ResolveIndex(index, {12, 2});
+    ASSERT_TRUE(resolved.ok());
+    std::optional<SchemaVersionSeen> after;
+    MemoryBudget::Lease lease = store.budget().Empty();
+    auto written = WriteIndexedLeaves(
+        &store, {"d", schema->meta.id}, index,
+        {{{"x"}, DType::kInt32, resolved->result_shape,
+          RandomBytes(resolved->cells.size() * 4, 13)}},
+        lease, nullptr, &after);
+    ASSERT_TRUE(written.ok()) << written.status();
+    EXPECT_EQ(after.has_value(), in_order);
+  }
+  EXPECT_GE(watched.pipelines(), 6);
+  EXPECT_EQ(watched.overflows(), 0) << "a Send waited for a reply (a round trip)";
+}
+
 }  // namespace
 }  // namespace tdstore::store

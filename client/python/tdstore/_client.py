@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 
 from . import _fork, _native
 
@@ -139,4 +141,29 @@ class Client:
 
 
 def _rebuild_client(addr, options):
-    return Client(addr, **options)
+    return shared_client(addr, options)
+
+
+# Stores made without client= share one Client per address and options:
+# one gRPC connection, one lent shared-memory region (64 MiB by default) and
+# one schema watch per tdstored, as a process that opens many stores wants.
+# A store's first call used to build all three anew: 2-3 ms of a replay
+# buffer's first extend (docs/benchmarks.md, *One client per address*).
+# Weak: a Client lives as long as a store (or anything else) holds it, and
+# its region is returned to tdstored when the last one goes.
+_shared_lock = threading.Lock()
+_shared: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def shared_client(addr: str | None, options: dict) -> Client:
+    """The Client for ``addr`` with ``options`` (checked Client options)
+    that this process's stores share, made now if none is alive."""
+    key = (resolve_addr(addr), tuple(sorted(options.items())))
+    with _shared_lock:
+        client = _shared.get(key)
+        # In a child forked after gRPC was used, the parent's Client is set
+        # aside (_fork): making a new one raises the error that says why.
+        if client is None or isinstance(client.__dict__.get("_native"), _fork.ForkedChild):
+            client = Client(key[0], **options)
+            _shared[key] = client
+        return client
