@@ -127,6 +127,16 @@ def test_stores_made_without_a_client_share_one_per_address_and_options(one_regi
     assert client_ref() is None
 
 
+def test_options_that_cannot_be_a_key_get_a_client_of_their_own(addr):
+    # A PEM may come as a bytearray (the native client takes any buffer):
+    # no cache key, so no sharing, but no error either.
+    pem = bytearray(b"")
+    a = tdstore._client.shared_client(addr, {"tls_root_ca_pem": pem})
+    b = tdstore._client.shared_client(addr, {"tls_root_ca_pem": pem})
+    assert a is not b
+    assert a.options == {"tls_root_ca_pem": pem}
+
+
 def test_keys_view_is_live(new_store):
     td = new_store([2])
     keys = td.keys()

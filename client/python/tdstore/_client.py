@@ -146,24 +146,39 @@ def _rebuild_client(addr, options):
 
 # Stores made without client= share one Client per address and options:
 # one gRPC connection, one lent shared-memory region (64 MiB by default) and
-# one schema watch per tdstored, as a process that opens many stores wants.
-# A store's first call used to build all three anew: 2-3 ms of a replay
-# buffer's first extend (docs/benchmarks.md, *One client per address*).
+# one schema watch per tdstored, where each store used to make all three
+# (docs/benchmarks.md, *The version read inside the pipeline's window*).
 # Weak: a Client lives as long as a store (or anything else) holds it, and
 # its region is returned to tdstored when the last one goes.
 _shared_lock = threading.Lock()
 _shared: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 
 
+def _forget_shared_in_child() -> None:
+    # A child forked while another thread held the lock would wait for it
+    # forever; and the parent's clients are not the child's to share (_fork
+    # sets them aside). A fresh lock and an empty cache, then.
+    global _shared_lock, _shared
+    _shared_lock = threading.Lock()
+    _shared = weakref.WeakValueDictionary()
+
+
+os.register_at_fork(after_in_child=_forget_shared_in_child)
+
+
 def shared_client(addr: str | None, options: dict) -> Client:
     """The Client for ``addr`` with ``options`` (checked Client options)
-    that this process's stores share, made now if none is alive."""
+    that this process's stores share, made now if none is alive. Options
+    that cannot be a key (a PEM given as a bytearray) get a Client of their
+    own."""
     key = (resolve_addr(addr), tuple(sorted(options.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return Client(key[0], **options)
     with _shared_lock:
         client = _shared.get(key)
-        # In a child forked after gRPC was used, the parent's Client is set
-        # aside (_fork): making a new one raises the error that says why.
-        if client is None or isinstance(client.__dict__.get("_native"), _fork.ForkedChild):
+        if client is None:
             client = Client(key[0], **options)
             _shared[key] = client
         return client
