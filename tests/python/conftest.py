@@ -304,23 +304,14 @@ def fresh_shm_addr(addr, _procs, tmp_path_factory) -> str:
     return _unix_tdstored(addr, _procs, tmp_path_factory, "fresh-shm")
 
 
-@pytest.fixture(scope="module")
-def one_region_addr(addr, _procs, tmp_path_factory) -> str:
-    """A ``unix://`` address of a tdstored of its own, on ``addr``'s back
-    end, that lets all clients together lend one region of the default
-    size (64 MiB)."""
-    return _unix_tdstored(addr, _procs, tmp_path_factory, "one-region",
-                          extra=("--shm-max-bytes", str(64 << 20)))
-
-
-def _unix_tdstored(addr, procs, tmp_path_factory, label: str, extra=()) -> str:
+def _unix_tdstored(addr, procs, tmp_path_factory, label: str) -> str:
     """Starts a tdstored on a unix socket over ``addr``'s back end; its
     address. The test fails if it cannot start."""
     kind = next(k for k, a in ADDRS.items() if a == addr)
     base = tmp_path_factory.mktemp(f"{label}-{kind}")
     try:
-        return start_tdstored(procs, base, REDIS_URLS[kind], extra=extra,
-                              name=f"tdstored-{label}", transport="unix")
+        return start_tdstored(procs, base, REDIS_URLS[kind], name=f"tdstored-{label}",
+                              transport="unix")
     except (StartError, OSError) as err:
         pytest.fail(f"cannot start tdstored on a unix socket: {err}", pytrace=False)
 

@@ -1,9 +1,5 @@
 """tdstore.Client: list, create/open, rename, drop, server_info."""
 
-import gc
-import pickle
-import weakref
-
 import pytest
 import torch
 
@@ -92,49 +88,6 @@ def test_store_with_addr_and_options(addr):
         assert torch.equal(TensorDictStore.from_store(td.handle, timeout=30.0)["a"], torch.ones(2))
     finally:
         td.drop()
-
-
-def test_stores_made_without_a_client_share_one_per_address_and_options(one_region_addr):
-    # This tdstored lets all clients together lend one region of the
-    # default size: a store that made a client of its own could not lend
-    # one after the first store did, and its bytes would go through the
-    # socket.
-    stores = [TensorDictStore(batch_size=[4], addr=one_region_addr, name=f"py-shared-{i}")
-              for i in range(3)]
-    other = TensorDictStore(batch_size=[4], addr=one_region_addr, name="py-shared-other",
-                            timeout=30.0)
-    try:
-        client = stores[0].client
-        assert all(s.client is client for s in stores)
-        assert client.shares_memory()
-        # Other options: another client, refused a region of its own.
-        assert other.client is not client
-        assert not other.client.shares_memory()
-        assert pickle.loads(pickle.dumps(client)) is client
-        values = [torch.randn(4, 70_000) for _ in stores]  # 1.1 MB each: through the region
-        for s, v in zip(stores, values):
-            s["x"] = v
-        for s, v in zip(stores, values):
-            assert torch.equal(s["x"], v)
-            assert torch.equal(s[torch.tensor([3, 0])]["x"], v[[3, 0]])
-        client_ref = weakref.ref(client)
-    finally:
-        for s in (*stores, other):
-            s.drop()
-    # Nothing but the stores held it: it goes with them.
-    del stores, other, client, s
-    gc.collect()
-    assert client_ref() is None
-
-
-def test_options_that_cannot_be_a_key_get_a_client_of_their_own(addr):
-    # A PEM may come as a bytearray (the native client takes any buffer):
-    # no cache key, so no sharing, but no error either.
-    pem = bytearray(b"")
-    a = tdstore._client.shared_client(addr, {"tls_root_ca_pem": pem})
-    b = tdstore._client.shared_client(addr, {"tls_root_ca_pem": pem})
-    assert a is not b
-    assert a.options == {"tls_root_ca_pem": pem}
 
 
 def test_keys_view_is_live(new_store):

@@ -220,33 +220,6 @@ def test_a_forked_child_that_drops_everything_leaves_the_parent_working(new_stor
                        torch.arange(4.0))
 
 
-def test_a_child_forked_while_a_store_is_being_made_gets_the_clear_error(new_store, addr):
-    import signal
-
-    from tdstore import _client
-
-    new_store([1])  # this process has used gRPC
-    # As if another thread were making a store at the moment of the fork:
-    # the child must not wait for a lock that thread would never release.
-    with _client._shared_lock:
-        pid = os.fork()
-        if pid == 0:  # the child (os._exit: never back into pytest)
-            code = 0
-            try:
-                signal.alarm(20)  # a hang ends the child by SIGALRM
-                try:
-                    TensorDictStore(batch_size=[1], addr=addr)
-                    code = 3  # should have raised
-                except RuntimeError as err:
-                    code = 0 if "spawn" in str(err) else 4
-            except BaseException:
-                code = 5
-            finally:
-                os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-
-
 def test_a_bare_native_dict_dropped_in_a_forked_child_leaves_both_working(new_store, addr):
     """A native Dict from Client.open(), whose Client is gone, is registered
     nowhere: the fork hook cannot set it aside. Dropping it in a forked child

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
-import weakref
 
 from . import _fork, _native
 
@@ -141,44 +139,4 @@ class Client:
 
 
 def _rebuild_client(addr, options):
-    return shared_client(addr, options)
-
-
-# Stores made without client= share one Client per address and options:
-# one gRPC connection, one lent shared-memory region (64 MiB by default) and
-# one schema watch per tdstored, where each store used to make all three
-# (docs/benchmarks.md, *The version read inside the pipeline's window*).
-# Weak: a Client lives as long as a store (or anything else) holds it, and
-# its region is returned to tdstored when the last one goes.
-_shared_lock = threading.Lock()
-_shared: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
-
-
-def _forget_shared_in_child() -> None:
-    # A child forked while another thread held the lock would wait for it
-    # forever; and the parent's clients are not the child's to share (_fork
-    # sets them aside). A fresh lock and an empty cache, then.
-    global _shared_lock, _shared
-    _shared_lock = threading.Lock()
-    _shared = weakref.WeakValueDictionary()
-
-
-os.register_at_fork(after_in_child=_forget_shared_in_child)
-
-
-def shared_client(addr: str | None, options: dict) -> Client:
-    """The Client for ``addr`` with ``options`` (checked Client options)
-    that this process's stores share, made now if none is alive. Options
-    that cannot be a key (a PEM given as a bytearray) get a Client of their
-    own."""
-    key = (resolve_addr(addr), tuple(sorted(options.items())))
-    try:
-        hash(key)
-    except TypeError:
-        return Client(key[0], **options)
-    with _shared_lock:
-        client = _shared.get(key)
-        if client is None:
-            client = Client(key[0], **options)
-            _shared[key] = client
-        return client
+    return Client(addr, **options)

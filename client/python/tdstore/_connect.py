@@ -22,7 +22,7 @@ TypeError that names it, raised before anything is created.
 
 from __future__ import annotations
 
-from ._client import DEFAULT_ADDR, Client, check_options, resolve_addr, shared_client
+from ._client import DEFAULT_ADDR, Client, check_options, resolve_addr
 
 SEED_BACKENDS_REFUSED = ("redis", "dragonfly", "keydb")
 SEED_DEFAULT_PREFIX = "tensordict"
@@ -91,13 +91,12 @@ def split_options(addr, options: dict) -> tuple:
 
 
 def client_for(addr, client, options: dict) -> Client:
-    """The Client a store uses: ``client`` itself, or the one this process's
-    stores share for ``addr`` (or the seed's keywords in ``options``) and the
-    Client options in ``options`` (``shared_client``). Refuses unknown and
-    contradictory keywords."""
+    """The Client a store uses: ``client`` itself, or a new one for ``addr``
+    (or the seed's keywords in ``options``) with the Client options in
+    ``options``. Refuses unknown and contradictory keywords."""
     addr, options = split_options(addr, options)
     if client is None:
-        return shared_client(addr, options)
+        return Client(addr, **options)
     watch = options.pop("watch_schemas", None)
     if options:
         raise TypeError("pass connection options to the Client, not with client=: "
