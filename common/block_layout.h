@@ -92,8 +92,8 @@ class BlockLayout {
   // A template, so that a caller's lambda is inlined: an indexed read or
   // write of a record dict makes one segment per row and leaf (768 for a
   // 256-row sample of 3 leaves), and a std::function call per segment was
-  // a visible share of tdstored's planning (docs/benchmarks.md, *Planning
-  // by the row*).
+  // a visible share of tdstored's planning (docs/benchmarks.md, *The
+  // version read inside the pipeline's window*).
   template <typename Fn>
   void ForEachSegment(int64_t offset, int64_t length, int64_t max_piece, Fn&& fn) const {
     // A range outside the leaf is a caller bug; yield nothing rather than
