@@ -252,7 +252,7 @@ def test_hot_calls_cost_one_native_call(new_store):
     assert cost(lambda: td["obs"]) == ["read"]
     assert cost(lambda: td["next", "done"]) == ["read"]
     assert cost(lambda: td.to_local()) == ["read"]
-    assert cost(lambda: list(td.keys())) == ["keys"]
+    assert cost(lambda: list(td.keys())) == ["key_names"]
     assert cost(lambda: "obs" in td) == ["contains"]
     assert cost(lambda: td.__setitem__("obs", torch.randn(100, 4))) == ["write"]
     assert cost(lambda: td.update({"obs": torch.randn(100, 4), "a": torch.ones(100)})) == ["write"]

@@ -27,6 +27,11 @@ def _same_keys(store, local):
             got = sorted(map(str, store.keys(nested, leaves_only)))
             want = sorted(map(str, local.keys(nested, leaves_only)))
             assert got == want, (nested, leaves_only, got, want)
+        # Top-level names come as str, in name order, with len() agreeing
+        # (list() asks len() for a size hint after iter()).
+        names = list(store.keys(False, leaves_only, sort=True))
+        assert names == sorted(local.keys(False, leaves_only)), names
+        assert len(store.keys(False, leaves_only)) == len(names)
     for key in PROBES:
         assert (key in store) == (key in local), key
 

@@ -720,6 +720,24 @@ PYBIND11_MODULE(_native, m) {
           py::arg("include_nested") = false, py::arg("leaves_only") = false,
           py::arg("prefix") = std::vector<std::string>{})
       .def(
+          "key_names",
+          // keys() of the root without include_nested, each a str: what
+          // list(td.keys()) shows. One key per name, so no tuples to build
+          // and unpack (the seed's keys() is a listing kept in the process).
+          [](const core::Dict& dict, bool leaves_only) {
+            std::vector<Key> keys;
+            {
+              py::gil_scoped_release nogil;
+              keys = dict.keys(false, leaves_only);
+            }
+            py::list out(keys.size());
+            for (size_t i = 0; i < keys.size(); ++i) {
+              out[i] = py::str(keys[i].parts().front());
+            }
+            return out;
+          },
+          py::arg("leaves_only") = false)
+      .def(
           "rename",
           [](const core::Dict& dict, const std::vector<std::string>& from,
              const std::vector<std::string>& to, bool replace) {

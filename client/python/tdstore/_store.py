@@ -211,11 +211,19 @@ class _StoreKeysView(_TensorDictKeysView):
     _handoff = None
 
     def __iter__(self):
-        paths = self._paths()
-        if self.sort:
-            paths = sorted(paths, key=".".join)
-        it = iter([p[0] if len(p) == 1 else p for p in paths])  # _key_of, inlined
-        self._handoff = (it, len(paths))
+        td = self.tensordict
+        if (not self.include_nested and not td._prefix
+                and self.is_leaf is _default_is_leaf):
+            # The common case, list(td.keys()): tdstored's (or the watched
+            # schema copy's) listing as str, already sorted by name.
+            keys = td._dict.key_names(self.leaves_only)
+        else:
+            paths = self._paths()
+            if self.sort:
+                paths = sorted(paths, key=".".join)
+            keys = [p[0] if len(p) == 1 else p for p in paths]  # _key_of, inlined
+        it = iter(keys)
+        self._handoff = (it, len(keys))
         return it
 
     def __len__(self):
