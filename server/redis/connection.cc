@@ -108,7 +108,8 @@ absl::Status HandshakeError(const std::string& where, std::string_view step, con
 
 }  // namespace
 
-Connection::Connection(redisContext* ctx) : ctx_(ctx), events_(NoEvents()) {}
+Connection::Connection(redisContext* ctx)
+    : ctx_(ctx), reader_(std::make_unique<RespReader>(ctx->fd)), events_(NoEvents()) {}
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const RedisAddress& address,
                                                              const ConnectOptions& options) {
@@ -194,6 +195,12 @@ absl::Status Connection::TransportError(std::string_view what) {
   broken_ = true;
   return absl::UnavailableError(Where(ctx_) + ": " + std::string(what) + ": " +
                                 (ctx_->err != 0 ? ctx_->errstr : "connection broken"));
+}
+
+absl::Status Connection::ReadFailed(const absl::Status& why) {
+  if (!broken_) events_->OnTransportError();
+  broken_ = true;
+  return absl::UnavailableError(Where(ctx_) + ": " + std::string(why.message()));
 }
 
 absl::StatusOr<Reply> Connection::Call(absl::Span<const std::string_view> argv) {
@@ -376,12 +383,12 @@ absl::StatusOr<std::optional<Reply>> Connection::NextPushed(std::chrono::millise
   // A reply already parsed from an earlier read comes first: the socket
   // may have nothing more to say.
   auto take_buffered = [&]() -> absl::StatusOr<std::optional<Reply>> {
-    void* raw = nullptr;
-    if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) return TransportError("read");
-    if (raw == nullptr) return std::nullopt;
+    absl::StatusOr<std::optional<Reply>> reply = reader_->Buffered();
+    if (!reply.ok()) return ReadFailed(reply.status());
+    if (!reply->has_value()) return std::nullopt;
     if (pending_ > 0) --pending_;
     events_->OnReply();
-    return std::optional<Reply>(Reply(static_cast<redisReply*>(raw)));
+    return reply;
   };
   auto buffered = take_buffered();
   if (!buffered.ok() || buffered->has_value()) return buffered;
@@ -393,7 +400,7 @@ absl::StatusOr<std::optional<Reply>> Connection::NextPushed(std::chrono::millise
   int ready = poll(p, 2, static_cast<int>(timeout.count()));
   if (ready < 0 && errno != EINTR) return TransportError("poll");
   if (ready <= 0 || (p[0].revents == 0)) return std::nullopt;
-  if (redisBufferRead(ctx_) != REDIS_OK) return TransportError("read");
+  if (absl::Status s = reader_->ReadSome(); !s.ok()) return ReadFailed(s);
   return take_buffered();
 }
 
@@ -407,14 +414,14 @@ absl::StatusOr<Reply> Connection::GetReply() {
   // buffered (redisGetReply alone would not), so Redis starts on the
   // whole window while we consume replies.
   if (absl::Status s = Flush(); !s.ok()) return s;
-  void* raw = nullptr;
-  if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return TransportError("read");
+  absl::StatusOr<Reply> reply = reader_->Next();
+  if (!reply.ok()) return ReadFailed(reply.status());
   --pending_;
   // The pipeline is done: a buffer a long one grew (up to about two
   // windows) is not kept by an idle pooled connection.
   if (pending_ == 0 && out_.capacity() > kIdleOutputBytes) std::string().swap(out_);
   events_->OnReply();
-  return Reply(static_cast<redisReply*>(raw));
+  return reply;
 }
 
 }  // namespace tdstore::redis

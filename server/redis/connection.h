@@ -24,6 +24,7 @@
 #include "server/redis/redis_address.h"
 #include "server/redis/redis_events.h"
 #include "server/redis/reply.h"
+#include "server/redis/resp_reader.h"
 
 struct redisContext;
 struct iovec;
@@ -105,10 +106,14 @@ class Connection {
   static absl::StatusOr<std::unique_ptr<Connection>> Connect(const RedisAddress& address,
                                                              const ConnectOptions& options);
   absl::Status TransportError(std::string_view what);
+  // The reader failed (resp_reader.h): broken, said with where.
+  absl::Status ReadFailed(const absl::Status& why);
   // Append for a command with large arguments: see Append.
   absl::Status WriteDirect(absl::Span<const std::string_view> argv);
 
   redisContext* ctx_;
+  // Reads the replies (hiredis' reader reads only Open's handshake).
+  std::unique_ptr<RespReader> reader_;
   // Where this connection reports; a no-op sink until Open() succeeded.
   RedisNodeEvents* events_;
   int pending_ = 0;

@@ -129,46 +129,27 @@ void* Link(const redisReadTask* task, redisReply* r) {
 }
 
 void* CreateString(const redisReadTask* task, char* str, size_t len) {
-  redisReply* r = NewReply(task->type);  // a string, a status or an error
+  // A string, a status or an error. Null: hiredis reports "out of memory"
+  // and the read fails.
+  redisReply* r = NewStringReply(task->type, len);
   if (r == nullptr) return nullptr;
-  char* bytes = Pooled(len) ? Pool().Take(len + 1) : static_cast<char*>(std::malloc(len + 1));
-  if (bytes == nullptr) {
-    std::free(r);
-    return nullptr;  // hiredis reports "out of memory" and the read fails
-  }
-  std::memcpy(bytes, str, len);
-  bytes[len] = '\0';
-  r->str = bytes;
-  r->len = len;
+  std::memcpy(r->str, str, len);
   return Link(task, r);
 }
 
 void* CreateArray(const redisReadTask* task, int elements) {
-  redisReply* r = NewReply(REDIS_REPLY_ARRAY);
-  if (r == nullptr) return nullptr;
-  if (elements > 0) {
-    r->element = static_cast<redisReply**>(std::calloc(static_cast<size_t>(elements),
-                                                       sizeof(redisReply*)));
-    if (r->element == nullptr) {
-      std::free(r);
-      return nullptr;
-    }
-    r->elements = static_cast<size_t>(elements);
-  }
-  return Link(task, r);
+  redisReply* r = NewArrayReply(elements > 0 ? static_cast<size_t>(elements) : 0);
+  return r == nullptr ? nullptr : Link(task, r);
 }
 
 void* CreateInteger(const redisReadTask* task, long long value) {
-  redisReply* r = NewReply(REDIS_REPLY_INTEGER);
-  if (r == nullptr) return nullptr;
-  r->integer = value;
-  return Link(task, r);
+  redisReply* r = NewIntegerReply(value);
+  return r == nullptr ? nullptr : Link(task, r);
 }
 
 void* CreateNil(const redisReadTask* task) {
-  redisReply* r = NewReply(REDIS_REPLY_NIL);
-  if (r == nullptr) return nullptr;
-  return Link(task, r);
+  redisReply* r = NewNilReply();
+  return r == nullptr ? nullptr : Link(task, r);
 }
 
 redisReplyObjectFunctions kFunctions = {CreateString, CreateArray, CreateInteger, CreateNil,
@@ -177,6 +158,42 @@ redisReplyObjectFunctions kFunctions = {CreateString, CreateArray, CreateInteger
 }  // namespace
 
 redisReplyObjectFunctions* ReplyObjectFunctions() { return &kFunctions; }
+
+redisReply* NewStringReply(int type, size_t len) {
+  redisReply* r = NewReply(type);
+  if (r == nullptr) return nullptr;
+  char* bytes = Pooled(len) ? Pool().Take(len + 1) : static_cast<char*>(std::malloc(len + 1));
+  if (bytes == nullptr) {
+    std::free(r);
+    return nullptr;
+  }
+  bytes[len] = '\0';
+  r->str = bytes;
+  r->len = len;
+  return r;
+}
+
+redisReply* NewArrayReply(size_t elements) {
+  redisReply* r = NewReply(REDIS_REPLY_ARRAY);
+  if (r == nullptr) return nullptr;
+  if (elements > 0) {
+    r->element = static_cast<redisReply**>(std::calloc(elements, sizeof(redisReply*)));
+    if (r->element == nullptr) {
+      std::free(r);
+      return nullptr;
+    }
+    r->elements = elements;
+  }
+  return r;
+}
+
+redisReply* NewIntegerReply(long long value) {
+  redisReply* r = NewReply(REDIS_REPLY_INTEGER);
+  if (r != nullptr) r->integer = value;
+  return r;
+}
+
+redisReply* NewNilReply() { return NewReply(REDIS_REPLY_NIL); }
 
 void FreeReplyObject(void* reply) {
   auto* r = static_cast<redisReply*>(reply);

@@ -27,6 +27,7 @@
 
 #include <cstddef>
 
+struct redisReply;
 struct redisReplyObjectFunctions;
 
 namespace tdstore::redis {
@@ -46,6 +47,18 @@ inline constexpr size_t kPoolKeptBytes = 32 << 20;
 
 // The table to install as a reader's `fn`. Static; never freed.
 redisReplyObjectFunctions* ReplyObjectFunctions();
+
+// The same objects, made one at a time (resp_reader.h builds its replies
+// with these), each unlinked and freed by FreeReplyObject. Null when out
+// of memory.
+// A string, status or error reply (`type`) with room for `len` bytes,
+// NUL-terminated, the bytes left for the caller to fill; from the pool
+// when long, as the table's strings.
+redisReply* NewStringReply(int type, size_t len);
+// An array reply of `elements` null elements.
+redisReply* NewArrayReply(size_t elements);
+redisReply* NewIntegerReply(long long value);
+redisReply* NewNilReply();
 
 // Frees a reply built through ReplyObjectFunctions(), with its elements
 // (an array may hold null elements: a reply cut short by a protocol error).
