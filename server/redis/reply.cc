@@ -20,6 +20,8 @@ std::string_view ReplyView::str() const {
   return {};
 }
 
+char* Reply::mutable_str() { return is_string() ? r_->str : nullptr; }
+
 int64_t ReplyView::integer() const { return is_integer() ? r_->integer : 0; }
 
 size_t ReplyView::size() const { return is_array() ? r_->elements : 0; }

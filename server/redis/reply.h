@@ -57,6 +57,10 @@ class Reply {
   int64_t integer() const { return view().integer(); }
   size_t size() const { return view().size(); }
   ReplyView operator[](size_t i) const { return view()[i]; }
+  // A bulk string reply's bytes (str().size() of them), this object's own,
+  // to change in place: an indexed write patches a range it read and sends
+  // it back. Null for any other reply.
+  char* mutable_str();
 
  private:
   struct Deleter {
