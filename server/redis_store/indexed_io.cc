@@ -499,56 +499,54 @@ absl::Status GuardedWriteStatus(const redis::Reply& exec) {
 // as in RunBlocks.
 constexpr size_t kMinCoverRanges = 64;
 
+//
+// `plans` are the blocks' PlanWrite, in `blocks`' order.
 absl::StatusOr<bool> WriteCovered(const DictStore& store, const DictSchema& schema, bool probe,
                                   const std::map<int64_t, BlockWork>& blocks,
+                                  const std::vector<WritePlan>& plans,
                                   const std::vector<IndexedValue>& values,
                                   std::optional<int64_t>* version_after) {
   struct Span {
     size_t block = 0;  // into `works`
     int key = 0;       // 1-based, as BlockWork::Run::key
     int64_t begin = 0, end = 0;
-    redis::Reply read;  // its bytes, patched in place
+    std::vector<size_t> ranges;  // its key's, into plans[block].ranges, in order
+    redis::Reply read;           // its bytes, patched in place
   };
   std::vector<const BlockWork*> works;
-  std::vector<WritePlan> plans;
   std::vector<Span> spans;
+  // The window holds either round trip's commands: the probe, WATCH and
+  // the GETRANGEs; or MULTI, every transaction's commands (a guard, a
+  // release and a SETRANGE per range or span), EXEC and the version's
+  // HGET. So nothing is read before all of one is sent.
+  size_t writes = 3;
   for (const auto& [block, work] : blocks) {
+    const WritePlan& plan = plans[works.size()];
     works.push_back(&work);
-    plans.push_back(PlanWrite(work));
+    writes += 2 + plan.ranges.size();
     struct KeyRanges {
-      size_t ranges = 0;
+      std::vector<size_t> ranges;
       int64_t bytes = 0, begin = INT64_MAX, end = 0;
     };
     std::vector<KeyRanges> per_key(work.keys.size() + 1);
-    for (const WritePlan::Range& r : plans.back().ranges) {
+    for (size_t i = 0; i < plan.ranges.size(); ++i) {
+      const WritePlan::Range& r = plan.ranges[i];
       KeyRanges& k = per_key[static_cast<size_t>(r.key)];
-      ++k.ranges;
+      k.ranges.push_back(i);
       k.bytes += r.length;
       k.begin = std::min(k.begin, r.offset);
       k.end = std::max(k.end, r.offset + r.length);
     }
     for (size_t key = 1; key < per_key.size(); ++key) {
-      const KeyRanges& k = per_key[key];
-      if (k.ranges >= kMinCoverRanges && k.end - k.begin <= kCoverFactor * k.bytes) {
-        spans.push_back({works.size() - 1, static_cast<int>(key), k.begin, k.end, {}});
+      KeyRanges& k = per_key[key];
+      if (k.ranges.size() >= kMinCoverRanges && k.end - k.begin <= kCoverFactor * k.bytes) {
+        writes -= k.ranges.size() - 1;
+        spans.push_back(
+            {works.size() - 1, static_cast<int>(key), k.begin, k.end, std::move(k.ranges), {}});
       }
     }
   }
   if (spans.empty()) return false;
-
-  // The window holds either round trip's commands: the probe, WATCH and
-  // the GETRANGEs; or MULTI, every transaction's commands, EXEC and the
-  // version's HGET. So nothing is read before all of one is sent.
-  size_t writes = 3;
-  for (size_t b = 0; b < works.size(); ++b) {
-    size_t covered_ranges = 0, covered_keys = 0;
-    for (const Span& span : spans) {
-      if (span.block != b) continue;
-      ++covered_keys;
-      for (const WritePlan::Range& r : plans[b].ranges) covered_ranges += r.key == span.key;
-    }
-    writes += 2 + plans[b].ranges.size() - covered_ranges + covered_keys;
-  }
   const size_t reads = kProbeCommands + 1 + spans.size();
   std::vector<BlockCommand> commands(works.size());
   const std::string meta = store.keys().Meta(schema.meta.id);
@@ -606,8 +604,8 @@ absl::StatusOr<bool> WriteCovered(const DictStore& store, const DictSchema& sche
     char* bytes = span.read.mutable_str();
     const BlockWork& work = *works[span.block];
     const WritePlan& plan = plans[span.block];
-    for (const WritePlan::Range& r : plan.ranges) {
-      if (r.key != span.key) continue;
+    for (size_t range : span.ranges) {
+      const WritePlan::Range& r = plan.ranges[range];
       for (size_t i = r.first; i < r.last; ++i) {
         const BlockWork::Run& run = work.runs[plan.order[i]];
         std::memcpy(bytes + (run.offset_in_part - span.begin),
@@ -673,6 +671,14 @@ absl::StatusOr<bool> WriteCovered(const DictStore& store, const DictSchema& sche
   }
   if (!refused.ok()) return refused;
   if (exec->is_nil()) return false;  // a watched key changed: nothing ran
+  if (exec->is_error() && ErrorTag(*exec) != "EXECABORT") {
+    // EXEC itself refused (a Redis before 6.2 says -BUSY, say): the
+    // connection may still be in MULTI, its keys watched. DISCARD ends
+    // both, as in RunBlocks, before the connection goes back to the pool.
+    const absl::Status s = ReplyStatus(*exec, "indexed block write");
+    if ((*pipe)->Send(meta, {"DISCARD"}).ok()) (void)(*pipe)->Receive();
+    return s;
+  }
   if (auto s = ReplyStatus(*exec, "indexed block write"); !s.ok()) return s;
   if (exec->size() != queued) return StaleError(StrCat("an indexed write's EXEC: ", exec->str()));
   size_t from = 0;
@@ -778,15 +784,19 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
   // cluster pipeline re-issues a redirected command outside its MULTI, so
   // there every block is one write_runs.lua call, even with a single run.
   const bool guarded = store.redis().pipelines_in_order();
+  std::vector<WritePlan> plans;
+  plans.reserve(blocks->size());
+  for (const auto& [block, work] : *blocks) plans.push_back(PlanWrite(work));
   if (guarded) {
-    absl::StatusOr<bool> covered = WriteCovered(store, schema, probe, *blocks, values, version_after);
+    absl::StatusOr<bool> covered =
+        WriteCovered(store, schema, probe, *blocks, plans, values, version_after);
     if (!covered.ok() || *covered) return covered.status();
   }
   std::vector<BlockCommand> commands;
   commands.reserve(blocks->size());
   for (const auto& [block, work] : *blocks) {
     BlockCommand& cmd = commands.emplace_back();
-    const WritePlan plan = PlanWrite(work);
+    const WritePlan& plan = plans[commands.size() - 1];
     // Per range at most 4 numbers (a group's); the keys, the group count
     // and numkeys. `storage` must not reallocate: views point into it.
     // GuardedWrite's numbers fit too: a key's reach, an offset per range.
