@@ -476,6 +476,10 @@ absl::Status GuardedWriteStatus(const redis::Reply& exec) {
   return GuardedWriteStatus(exec.view(), 0, exec.size());
 }
 
+// The fewest ranges of a key written as one span (WriteCovered): a few
+// SETRANGEs cost Redis less than moving a span twice.
+constexpr size_t kMinCoverRanges = 64;
+
 // Standalone Redis: a key whose ranges are many and dense (a step slice's
 // rows, td[::3] = v) is written as one range. Its span is read, patched here
 // with the ranges and written back: 2 round trips in all, where a SETRANGE
@@ -494,13 +498,10 @@ absl::Status GuardedWriteStatus(const redis::Reply& exec) {
 // Memory: a span moves at most kCoverFactor times its ranges' bytes, so
 // the spans read fit the write's lease (indexed_access.cc, kWriteCopies).
 //
-// Returns true when written; false, having written nothing, when no key
-// qualifies or a watched key changed. A stale probe or block is an error,
-// as in RunBlocks.
-constexpr size_t kMinCoverRanges = 64;
-
-//
-// `plans` are the blocks' PlanWrite, in `blocks`' order.
+// `plans` are the blocks' PlanWrite, in `blocks`' order. Returns true when
+// written; false, having written nothing, when no key qualifies or a
+// watched key changed. A stale probe or block is an error, as in
+// RunBlocks.
 absl::StatusOr<bool> WriteCovered(const DictStore& store, const DictSchema& schema, bool probe,
                                   const std::map<int64_t, BlockWork>& blocks,
                                   const std::vector<WritePlan>& plans,
@@ -617,14 +618,15 @@ absl::StatusOr<bool> WriteCovered(const DictStore& store, const DictSchema& sche
 
   // The transactions, as GuardedWrite makes them, each key with a span as
   // one SETRANGE of it.
+  std::vector<std::vector<KeyCover>> covers(works.size());
+  for (size_t b = 0; b < works.size(); ++b) covers[b].resize(works[b]->keys.size());
+  for (const Span& span : spans) {
+    covers[span.block][static_cast<size_t>(span.key - 1)] = {span.begin, span.read.str()};
+  }
   for (size_t b = 0; b < works.size(); ++b) {
     const BlockWork& work = *works[b];
     const WritePlan& plan = plans[b];
     BlockCommand& cmd = commands[b];
-    std::vector<KeyCover> covers(work.keys.size());
-    for (const Span& span : spans) {
-      if (span.block == b) covers[static_cast<size_t>(span.key - 1)] = {span.begin, span.read.str()};
-    }
     cmd.storage.reserve(2 * work.keys.size() + 4 * plan.ranges.size() + 2);
     for (const std::string& k : work.keys) cmd.keys.push_back(cmd.storage.emplace_back(k));
     GuardedWrite(cmd, plan, [&](size_t first, size_t last) -> std::string_view {
@@ -635,7 +637,7 @@ absl::StatusOr<bool> WriteCovered(const DictStore& store, const DictSchema& sche
                                                     static_cast<size_t>(r.length)));
       }
       return gathered;
-    }, covers);
+    }, covers[b]);
   }
   size_t queued = 0;
   if (auto s = (*pipe)->Send(meta, {"MULTI"}); !s.ok()) return s;
