@@ -479,6 +479,10 @@ absl::Status GuardedWriteStatus(const redis::Reply& exec) {
 // The fewest ranges of a key written as one span (WriteCovered): a few
 // SETRANGEs cost Redis less than moving a span twice.
 constexpr size_t kMinCoverRanges = 64;
+// The most span bytes one write covers. Its spans go in one MULTI, which
+// Redis holds whole until EXEC; beyond this a write goes range by range,
+// a transaction per block, as before.
+constexpr int64_t kMaxCoverBytes = 64 << 20;
 
 // Standalone Redis: a key whose ranges are many and dense (a step slice's
 // rows, td[::3] = v) is written as one range. Its span is read, patched here
@@ -547,7 +551,9 @@ absl::StatusOr<bool> WriteCovered(const DictStore& store, const DictSchema& sche
       }
     }
   }
-  if (spans.empty()) return false;
+  int64_t span_bytes = 0;
+  for (const Span& span : spans) span_bytes += span.end - span.begin;
+  if (spans.empty() || span_bytes > kMaxCoverBytes) return false;
   const size_t reads = kProbeCommands + 1 + spans.size();
   std::vector<BlockCommand> commands(works.size());
   const std::string meta = store.keys().Meta(schema.meta.id);
