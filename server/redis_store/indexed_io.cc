@@ -407,6 +407,34 @@ constexpr size_t kMinGroupRuns = 16;
 // What guard_runs.lua appends to a key it moves aside.
 constexpr char kHoldSuffix[] = ":tdstore-held";
 
+// The bytes of the runs plan.order[first, last), back to back: viewed in
+// place where they lie so in one leaf's value (a step slice's rows of a
+// leaf, a contiguous slice), else gathered into a new string of `gathered`
+// (a deque: the views of earlier ones stay valid). A view is copied once,
+// by hiredis into the command or by the connection's writev to the socket.
+std::string_view RangeBytes(const BlockWork& work, const WritePlan& plan,
+                            const std::vector<IndexedValue>& values, size_t first, size_t last,
+                            std::deque<std::string>& gathered) {
+  const BlockWork::Run& head = work.runs[plan.order[first]];
+  int64_t end = head.result_offset + head.length;
+  size_t k = first + 1;
+  while (k < last && work.runs[plan.order[k]].leaf == head.leaf &&
+         work.runs[plan.order[k]].result_offset == end) {
+    end += work.runs[plan.order[k++]].length;
+  }
+  if (k == last) {
+    return values[head.leaf].bytes.substr(static_cast<size_t>(head.result_offset),
+                                          static_cast<size_t>(end - head.result_offset));
+  }
+  std::string& out = gathered.emplace_back();
+  for (k = first; k < last; ++k) {
+    const BlockWork::Run& r = work.runs[plan.order[k]];
+    out.append(values[r.leaf].bytes.substr(static_cast<size_t>(r.result_offset),
+                                           static_cast<size_t>(r.length)));
+  }
+  return out;
+}
+
 // A key's ranges written as one: its span's bytes as read, patched with
 // the ranges (WriteCovered).
 struct KeyCover {
@@ -635,14 +663,8 @@ absl::StatusOr<bool> WriteCovered(const DictStore& store, const DictSchema& sche
     BlockCommand& cmd = commands[b];
     cmd.storage.reserve(2 * work.keys.size() + 4 * plan.ranges.size() + 2);
     for (const std::string& k : work.keys) cmd.keys.push_back(cmd.storage.emplace_back(k));
-    GuardedWrite(cmd, plan, [&](size_t first, size_t last) -> std::string_view {
-      std::string& gathered = cmd.gathered.emplace_back();
-      for (size_t k = first; k < last; ++k) {
-        const BlockWork::Run& r = work.runs[plan.order[k]];
-        gathered.append(values[r.leaf].bytes.substr(static_cast<size_t>(r.result_offset),
-                                                    static_cast<size_t>(r.length)));
-      }
-      return gathered;
+    GuardedWrite(cmd, plan, [&](size_t first, size_t last) {
+      return RangeBytes(work, plan, values, first, last, cmd.gathered);
     }, covers[b]);
   }
   size_t queued = 0;
@@ -810,29 +832,8 @@ absl::Status WriteIndexed(const DictStore& store, const DictSchema& schema,
     // GuardedWrite's numbers fit too: a key's reach, an offset per range.
     cmd.storage.reserve(2 * work.keys.size() + 4 * plan.ranges.size() + 2);
     for (const std::string& k : work.keys) cmd.keys.push_back(cmd.storage.emplace_back(k));
-    // The bytes of the runs plan.order[first, last), back to back: viewed in
-    // place where they lie so in one leaf's value (a step slice's rows of a
-    // leaf, a contiguous slice), else gathered. A view is copied once, by
-    // hiredis into the command or by the connection's writev to the socket.
-    auto bytes_of = [&](size_t first, size_t last) -> std::string_view {
-      const BlockWork::Run& head = work.runs[plan.order[first]];
-      int64_t end = head.result_offset + head.length;
-      size_t k = first + 1;
-      while (k < last && work.runs[plan.order[k]].leaf == head.leaf &&
-             work.runs[plan.order[k]].result_offset == end) {
-        end += work.runs[plan.order[k++]].length;
-      }
-      if (k == last) {
-        return values[head.leaf].bytes.substr(static_cast<size_t>(head.result_offset),
-                                              static_cast<size_t>(end - head.result_offset));
-      }
-      std::string& gathered = cmd.gathered.emplace_back();
-      for (k = first; k < last; ++k) {
-        const BlockWork::Run& r = work.runs[plan.order[k]];
-        gathered.append(values[r.leaf].bytes.substr(static_cast<size_t>(r.result_offset),
-                                                    static_cast<size_t>(r.length)));
-      }
-      return gathered;
+    auto bytes_of = [&](size_t first, size_t last) {
+      return RangeBytes(work, plan, values, first, last, cmd.gathered);
     };
     if (guarded) {
       GuardedWrite(cmd, plan, bytes_of);
