@@ -9,13 +9,15 @@
 // trailer, and ServerInfo's revision and capabilities; 4, the same-host
 // data path (ShmSpan; capability "shared_memory", reported only by a
 // tdstored that offers it, with ServerInfo.shm_socket) and counted
-// indexed writes (WriteBegin.count_after).
+// indexed writes (WriteBegin.count_after); 5, WriteLeavesShared and its
+// shm_data chunks (capability "shared_memory_chunks", reported with
+// "shared_memory").
 #ifndef TDSTORE_COMMON_PROTOCOL_REVISION_H_
 #define TDSTORE_COMMON_PROTOCOL_REVISION_H_
 
 namespace tdstore {
 
-inline constexpr int kProtocolRevision = 4;
+inline constexpr int kProtocolRevision = 5;
 
 inline constexpr const char* kServerCapabilities[] = {
     "small_write",             // takes WriteChunk.small
@@ -28,6 +30,7 @@ inline constexpr const char* kServerCapabilities[] = {
 // Reported beside kServerCapabilities when tdstored has a shared-memory
 // socket.
 inline constexpr const char* kSharedMemoryCapability = "shared_memory";
+inline constexpr const char* kSharedMemoryChunksCapability = "shared_memory_chunks";
 
 }  // namespace tdstore
 

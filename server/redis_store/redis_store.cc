@@ -231,6 +231,9 @@ class TxnLeafWrite final : public LeafWrite {
   absl::Status Append(std::string bytes) override { return txn_->Append(bytes); }
   // WriteTxn::Append sends from the caller's memory and keeps nothing.
   absl::Status AppendLent(std::string_view bytes) override { return txn_->Append(bytes); }
+  // The same holds for borrowed bytes: every command is written or copied
+  // before Append returns (Connection::Append, Pipeline::Send).
+  absl::Status AppendBorrowed(std::string_view bytes) override { return txn_->Append(bytes); }
   absl::StatusOr<CommitResult> Commit() override { return txn_->Commit(); }
 
  private:

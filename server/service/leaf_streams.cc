@@ -94,6 +94,7 @@ absl::Status WriteStream::CurrentLeafComplete() const {
 
 absl::StatusOr<WriteStream::Piece> WriteStream::Next() {
   if (small_) return NextOfSmall();
+  if (auto s = ReleaseBorrowed(); !s.ok()) return s;
   if (!reader_->Read(&chunk_)) return OnEnd();
   lease_.Touch();
   switch (chunk_.kind_case()) {
@@ -101,6 +102,8 @@ absl::StatusOr<WriteStream::Piece> WriteStream::Next() {
       return OnHeader(chunk_.header());
     case v1::WriteChunk::kData:
       return OnData(chunk_.data());
+    case v1::WriteChunk::kShmData:
+      return OnShmData(chunk_.shm_data());
     case v1::WriteChunk::kSmall:
       return absl::InvalidArgumentError("a SmallWrite must be the stream's only message");
     case v1::WriteChunk::KIND_NOT_SET:
@@ -138,6 +141,45 @@ absl::StatusOr<WriteStream::Piece> WriteStream::NextOfSmall() {
     return absl::InvalidArgumentError("a SmallWrite must be the stream's only message");
   }
   return OnEnd();
+}
+
+// A shm_data chunk: its span is resolved (an unknown region fails the
+// call as a SmallWrite's does, with nothing written) and held, so the
+// region stays mapped, until ReleaseBorrowed.
+absl::StatusOr<WriteStream::Piece> WriteStream::OnShmData(const v1::ShmSpan& span) {
+  if (progress_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "shm_data chunks come only on WriteLeavesShared, which releases their spans; "
+        "nothing written");
+  }
+  if (span.length() <= 0) {
+    return absl::InvalidArgumentError("a shm_data chunk of no bytes; nothing written");
+  }
+  auto resolved = ResolveShmSpan(ctx_, regions_, span);
+  if (!resolved.ok()) return resolved.status();
+  auto piece = OnData(std::string_view(resolved->data, resolved->size), /*lent=*/true);
+  if (!piece.ok()) return piece.status();
+  data_lent_ = false;  // not held to the call's end: borrowed until the next Next()
+  borrowed_ = *std::move(resolved);
+  return piece;
+}
+
+// Why before the next Read rather than after the store's call returns:
+// Next() being called is the caller's word that it is done with data()
+// (WriteWhole hands a borrowed piece to LeafWrite::AppendBorrowed, which
+// keeps nothing of it; TakeData copies), and this is the one place every
+// caller passes through. The span is dropped before the client hears, so
+// nothing here reads it once the client may write it again.
+absl::Status WriteStream::ReleaseBorrowed() {
+  if (borrowed_.data == nullptr) return absl::OkStatus();
+  borrowed_ = {};
+  data_ = {};
+  v1::WriteProgress progress;
+  progress.set_chunks_released(++released_);
+  if (ctx_->IsCancelled() || !progress_->Write(progress)) {
+    return absl::CancelledError("write stream cancelled; nothing written");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<WriteStream::Piece> WriteStream::OnEnd() {

@@ -11,7 +11,11 @@
 // past what the header announced, a header before the previous leaf is
 // complete, an oversized chunk, a last leaf cut short, fewer or more
 // leaves than WriteBegin.leaf_count announced, or a SmallWrite that is not
-// the stream's only message or holds more than kMaxSmallStreamBytes. It also applies the
+// the stream's only message or holds more than kMaxSmallStreamBytes.
+// WriteLeavesShared is the same stream, whose data chunks may also name
+// spans of a lent region (shm_data, see data_borrowed()); each such chunk
+// is released to the client (a WriteProgress) before the next message is
+// read, and on WriteLeaves one is refused. It also applies the
 // per-call limits (leaf count, path length, bytes announced) as headers
 // arrive. A call that breaks or is cancelled ends with CANCELLED, never as
 // a clean end: only a clean end may commit.
@@ -48,11 +52,19 @@ namespace tdstore::service {
 
 class WriteStream {
  public:
-  // `regions`: the lent regions a SmallWrite's spans name (null: none).
-  WriteStream(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
+  // `regions`: the lent regions a SmallWrite's or a shm_data chunk's spans
+  // name (null: none). `progress`: WriteLeavesShared's answers, where each
+  // shm_data chunk is released; null on WriteLeaves, which refuses them.
+  WriteStream(grpc::ServerContext* ctx, grpc::internal::ReaderInterface<v1::WriteChunk>* reader,
               StreamGuard::Lease& lease, const ServiceLimits& limits,
-              const shm::RegionTable* regions)
-      : ctx_(ctx), reader_(reader), lease_(lease), limits_(limits), regions_(regions) {}
+              const shm::RegionTable* regions,
+              grpc::internal::WriterInterface<v1::WriteProgress>* progress = nullptr)
+      : ctx_(ctx),
+        reader_(reader),
+        lease_(lease),
+        limits_(limits),
+        regions_(regions),
+        progress_(progress) {}
 
   // The stream's first message. INVALID_ARGUMENT if it is not a WriteBegin.
   absl::StatusOr<v1::WriteBegin> Begin();
@@ -77,6 +89,10 @@ class WriteStream {
   // until the call ends, and handed on whole, one piece per leaf (a
   // chunk's 1 MiB bound is for what a message carries).
   bool data_lent() const { return data_lent_; }
+  // True if data() is a shm_data chunk: valid only until the next call of
+  // Next(), which first tells the client it may reuse the chunk's span
+  // (LeafWrite::AppendBorrowed). May be larger than 1 MiB.
+  bool data_borrowed() const { return borrowed_.data != nullptr; }
   // The current data piece as a string of its own, moved out of the stream
   // rather than copied where it can be; data() is empty afterwards.
   std::string TakeData();
@@ -91,13 +107,20 @@ class WriteStream {
   // The checks of each piece, wherever it came from.
   absl::StatusOr<Piece> OnHeader(const v1::LeafHeader& header);
   absl::StatusOr<Piece> OnData(std::string_view bytes, bool lent = false);
+  absl::StatusOr<Piece> OnShmData(const v1::ShmSpan& span);
   absl::StatusOr<Piece> OnEnd();
+  // Tells the client the borrowed chunk's span is free again, if one is out.
+  absl::Status ReleaseBorrowed();
 
   grpc::ServerContext* const ctx_;
-  grpc::ServerReader<v1::WriteChunk>* const reader_;
+  grpc::internal::ReaderInterface<v1::WriteChunk>* const reader_;
   StreamGuard::Lease& lease_;
   const ServiceLimits& limits_;
   const shm::RegionTable* const regions_;
+  grpc::internal::WriterInterface<v1::WriteProgress>* const progress_;
+  // The shm_data chunk data() is, until released; and how many were.
+  shm::Span borrowed_;
+  int64_t released_ = 0;
   int32_t announced_leaves_ = 0;  // WriteBegin.leaf_count (0: not stated)
   v1::WriteChunk chunk_;
   std::string_view data_;  // the current data piece, inside chunk_ or a span

@@ -158,6 +158,7 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
     for (const char* capability : kServerCapabilities) resp->add_capabilities(capability);
     if (!shm_socket_.empty()) {
       resp->add_capabilities(kSharedMemoryCapability);
+      resp->add_capabilities(kSharedMemoryChunksCapability);
       resp->set_shm_socket(shm_socket_);
     }
     return grpc::Status::OK;
@@ -414,11 +415,29 @@ grpc::Status TdStoreService::Counter(grpc::ServerContext* ctx, const v1::Counter
 grpc::Status TdStoreService::WriteLeaves(grpc::ServerContext* ctx,
                                          grpc::ServerReader<v1::WriteChunk>* reader,
                                          v1::WriteLeavesResponse* resp) {
+  return ServeWrite(ctx, reader, nullptr, resp);
+}
+
+grpc::Status TdStoreService::WriteLeavesShared(
+    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::WriteProgress, v1::WriteChunk>* stream) {
+  v1::WriteProgress last;
+  grpc::Status status = ServeWrite(ctx, stream, stream, last.mutable_done());
+  if (!status.ok()) return status;
+  // The response goes with the status, as WriteLeaves' does.
+  if (!stream->Write(last, grpc::WriteOptions().set_last_message())) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "client went away after the write committed");
+  }
+  return status;
+}
+
+grpc::Status TdStoreService::ServeWrite(
+    grpc::ServerContext* ctx, grpc::internal::ReaderInterface<v1::WriteChunk>* reader,
+    grpc::internal::WriterInterface<v1::WriteProgress>* progress, v1::WriteLeavesResponse* resp) {
   // The dict is named by the stream's first message: admitted below.
   return Serve(ctx, {}, [&](const Grant* grant, Sighting& seen) {
     auto lease = streams_.Enter(ctx);
     if (!lease.ok()) return NothingApplied(ctx, lease.status());
-    WriteStream stream(ctx, reader, **lease, limits_, shm_regions_);
+    WriteStream stream(ctx, reader, **lease, limits_, shm_regions_, progress);
     auto begin = stream.Begin();
     if (!begin.ok()) return NothingApplied(ctx, begin.status());
     if (auto s = Admit(grant, begin->dict(), Access::kWrite); !s.ok()) return s;
@@ -465,7 +484,9 @@ absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegi
         break;
       }
       case WriteStream::Piece::kData:
-        status = stream.data_lent() ? w.AppendLent(stream.data()) : w.Append(stream.TakeData());
+        status = stream.data_lent()       ? w.AppendLent(stream.data())
+                 : stream.data_borrowed() ? w.AppendBorrowed(stream.data())
+                                          : w.Append(stream.TakeData());
         break;
       case WriteStream::Piece::kEnd: {
         auto result = w.Commit();

@@ -99,6 +99,10 @@ class TdStoreService final
 
   grpc::Status WriteLeaves(grpc::ServerContext* ctx, grpc::ServerReader<v1::WriteChunk>* reader,
                            v1::WriteLeavesResponse* resp) override;
+  // WriteLeaves whose shm_data chunks are released as they are used.
+  grpc::Status WriteLeavesShared(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<v1::WriteProgress, v1::WriteChunk>* stream) override;
   // ReadLeaves, registered in place of the generated handler (the
   // constructor says why): the request, then raw ReadChunk frames.
   // ReadLeaves on the callback API (read_leaves_reactor.h), raw frames in
@@ -145,6 +149,11 @@ class TdStoreService final
       grpc::CallbackServerContext* ctx, const v1::WatchSchemaRequest* req) override;
 
  private:
+  // Both write calls: `progress` is WriteLeavesShared's (null: WriteLeaves).
+  grpc::Status ServeWrite(grpc::ServerContext* ctx,
+                          grpc::internal::ReaderInterface<v1::WriteChunk>* reader,
+                          grpc::internal::WriterInterface<v1::WriteProgress>* progress,
+                          v1::WriteLeavesResponse* resp);
   // The forms of WriteLeaves after its WriteBegin: whole leaves, or
   // td[index] = values (or a ring append: rows reserved from a counter).
   absl::Status WriteWhole(WriteStream& stream, const v1::WriteBegin& begin,

@@ -53,6 +53,17 @@ class BufferedLeafWrite final : public LeafWrite {
     return behind_->Push([w = write_.get(), bytes] { return w->AppendLent(bytes); }, 0);
   }
 
+  // Borrowed bytes must be used up before this returns: in their turn
+  // behind what is queued, then waited for.
+  absl::Status AppendBorrowed(std::string_view bytes) override {
+    if (!behind_) return write_->AppendBorrowed(bytes);
+    if (auto s = behind_->Push([w = write_.get(), bytes] { return w->AppendBorrowed(bytes); }, 0);
+        !s.ok()) {
+      return s;
+    }
+    return behind_->Wait();
+  }
+
   absl::StatusOr<CommitResult> Commit() override {
     if (behind_) {
       if (auto s = behind_->Wait(); !s.ok()) return s;

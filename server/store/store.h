@@ -73,6 +73,13 @@ class LeafWrite {
   // held for the whole call): the store may send them from where they lie,
   // and take any number at once. By default they are copied into Append.
   virtual absl::Status AppendLent(std::string_view bytes) { return Append(std::string(bytes)); }
+  // As Append, for bytes valid only until this call returns (a chunk of a
+  // lent region that the client reuses once tdstored releases it, within
+  // the call): the store has sent or copied them when it returns, and keeps
+  // no pointer into them. By default they are copied into Append.
+  virtual absl::Status AppendBorrowed(std::string_view bytes) {
+    return Append(std::string(bytes));
+  }
   // Makes every leaf written visible in one step; the write is done either
   // way. INVALID_ARGUMENT if the last leaf is short of its bytes.
   virtual absl::StatusOr<CommitResult> Commit() = 0;

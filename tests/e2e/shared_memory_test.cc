@@ -14,7 +14,12 @@
 //     older than a write it saw acknowledged), no pending keys, and no
 //     region mapped in tdstored;
 //   - regions that run out (--shm-max-bytes, a full arena) and a tdstored
-//     that restarted leave calls on the socket or on a new region, correct.
+//     that restarted leave calls on the socket or on a new region, correct;
+//   - a write larger than the region streams through a ring of its spans
+//     (WriteLeavesShared): what it writes is what the socket writes, each
+//     chunk is released once, in order, before the next is read, so a
+//     span reused within the call carries its new bytes; shm_data chunks
+//     on WriteLeaves, or naming bytes outside the region, apply nothing.
 // What tdstored refuses to map, and the arena's spans, are tested in
 // tests/server/shm_test.cc.
 #include <signal.h>
@@ -412,8 +417,11 @@ TEST_F(E2eSharedMemoryDaemon, AClientKilledMidCallLeavesWholeValuesAndNothingLen
   float previous = 0;  // the value after the round before
   for (int round = 0; round < 8; ++round) {
     const std::string mode = round % 4 == 3 ? "read" : "write";
+    // Rounds 1 and 5 write the 8 MiB value through a 2 MiB region: a ring
+    // of its spans, reused within the call.
+    const std::string region = round % 4 == 1 ? std::to_string(2 << 20) : std::to_string(64 << 20);
     child_log_ = daemon_.dir() + "/child" + std::to_string(round) + ".log";
-    ASSERT_TRUE(SpawnChild({TDSTORE_SHM_WRITER_BIN, unix_, name, mode}, child_log_,
+    ASSERT_TRUE(SpawnChild({TDSTORE_SHM_WRITER_BIN, unix_, name, mode, region}, child_log_,
                            ChildLog::kTruncate, &child_)
                     .ok());
     const std::string word = mode == "write" ? "wrote" : "read";
@@ -546,6 +554,204 @@ TEST_F(E2eSharedMemoryDaemon, ACallWhoseRegionTdstoredDoesNotKnowGoesOverTheSock
   }
   EXPECT_FALSE(client.shares_memory()) << "lends again at once to the wrong tdstored";
   EXPECT_EQ(other.Stop(), 0);
+}
+
+// A write of many region-fulls: the client's 2 MiB region gives a ring of
+// four 256 KiB spans, and the write's progress moves by at most one of them
+// (the socket's chunks are 1 MiB), so the ring carried it. Random leaves,
+// some smaller than a span, some not a multiple of it; whole and indexed
+// (values larger than the region) writes, read back over TCP.
+TEST(E2eSharedMemory, WritesLargerThanTheRegionStreamThroughARingOfItsSpans) {
+  core::Client ring(DaemonUnixAddress(), WithShm(2 << 20));
+  core::Client tcp(DaemonAddress());
+  ASSERT_TRUE(ring.shares_memory());
+  std::mt19937 random(20261205);
+  for (int round = 0; round < 5; ++round) {
+    const int64_t rows = 1000 + static_cast<int64_t>(random() % 3000);
+    const std::string name = UniqueDictName();
+    core::Dict dict = ring.create(name, {rows});
+    const int count = 1 + static_cast<int>(random() % 3);
+    std::vector<std::vector<char>> values;
+    std::vector<LeafData> leaves;
+    for (int i = 0; i < count; ++i) {
+      const int64_t cols = i == 0 ? 1 + static_cast<int64_t>(random() % 60)
+                                  : 1000 + static_cast<int64_t>(random() % 3000);
+      values.push_back(RandomBytes(static_cast<size_t>(rows * cols), random));
+    }
+    for (int i = 0; i < count; ++i) {
+      const int64_t cols = static_cast<int64_t>(values[i].size()) / rows;
+      leaves.push_back({Key("l" + std::to_string(i)), DType::kUInt8, {rows, cols},
+                        values[i].data(), static_cast<int64_t>(values[i].size())});
+    }
+    int64_t last = 0, widest_step = 0;
+    core::WriteOptions watched;
+    watched.progress = [&](int64_t moved, int64_t) {
+      widest_step = std::max(widest_step, moved - last);
+      last = moved;
+    };
+    dict.write(leaves, watched);
+    EXPECT_LE(widest_step, int64_t{256} << 10) << "round " << round << ": not through the ring";
+    Bytes got;
+    tcp.open(name).read({}, got);
+    for (int i = 0; i < count; ++i) {
+      EXPECT_EQ(got.at("l" + std::to_string(i)), values[i]) << "round " << round << " leaf " << i;
+    }
+    // Rows of the widest leaf at random positions, more bytes than the region.
+    const int last_leaf = count - 1;
+    const int64_t cols = static_cast<int64_t>(values[last_leaf].size()) / rows;
+    std::vector<int64_t> positions;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (random() % 2 == 0) positions.push_back(r);
+    }
+    std::vector<char> row_bytes = RandomBytes(positions.size() * static_cast<size_t>(cols), random);
+    for (size_t k = 0; k < positions.size(); ++k) {
+      std::memcpy(values[last_leaf].data() + positions[k] * cols, row_bytes.data() + k * cols,
+                  static_cast<size_t>(cols));
+    }
+    const core::Index at_rows = {
+        core::IndexTerm::Positions(positions, {static_cast<int64_t>(positions.size())})};
+    core::WriteOptions indexed;
+    indexed.index = &at_rows;
+    dict.write({{Key("l" + std::to_string(last_leaf)), DType::kUInt8,
+                 {static_cast<int64_t>(positions.size()), cols}, row_bytes.data(),
+                 static_cast<int64_t>(row_bytes.size())}},
+               indexed);
+    Bytes after;
+    tcp.open(name).read({Key("l" + std::to_string(last_leaf))}, after);
+    EXPECT_EQ(after.at("l" + std::to_string(last_leaf)), values[last_leaf]) << "round " << round;
+    ring.drop(name);
+  }
+}
+
+// WriteLeavesShared by hand: a 256 KiB leaf sent as two 128 KiB chunks in
+// the same span. Each chunk's release comes before tdstored reads the next
+// message, so the span is rewritten for the second chunk, and the leaf
+// holds both chunks' bytes: a release means tdstored is done with the span.
+TEST_F(E2eSharedMemorySpans, ChunksAreReleasedOneByOneSoASpanCarriesTheNext) {
+  const int64_t kHalf = 128 * 1024;
+  core::ShmArena::Span span = arena_->Take(static_cast<size_t>(kHalf));
+  ASSERT_TRUE(span);
+  grpc::ClientContext context;
+  auto stream = stub_->WriteLeavesShared(&context);
+  v1::WriteChunk chunk;
+  chunk.mutable_begin()->set_dict(name_);
+  chunk.mutable_begin()->set_leaf_count(1);
+  ASSERT_TRUE(stream->Write(chunk));
+  v1::LeafHeader* header = chunk.mutable_header();
+  header->mutable_path()->add_components("x");
+  header->set_dtype(v1::UINT8);
+  header->add_shape(256);
+  header->add_shape(1024);
+  header->set_byte_size(2 * kHalf);
+  ASSERT_TRUE(stream->Write(chunk));
+  std::vector<char> expected;
+  for (int half = 0; half < 2; ++half) {
+    for (int64_t i = 0; i < kHalf; ++i) span.data()[i] = static_cast<char>(i * 3 + half * 101);
+    expected.insert(expected.end(), span.data(), span.data() + kHalf);
+    *chunk.mutable_shm_data() = Span(arena_->token(), span.offset(), kHalf);
+    ASSERT_TRUE(stream->Write(chunk));
+    v1::WriteProgress progress;
+    ASSERT_TRUE(stream->Read(&progress));
+    EXPECT_FALSE(progress.has_done());
+    EXPECT_EQ(progress.chunks_released(), half + 1);
+  }
+  ASSERT_TRUE(stream->WritesDone());
+  v1::WriteProgress last;
+  ASSERT_TRUE(stream->Read(&last));
+  ASSERT_TRUE(last.has_done());
+  EXPECT_EQ(last.done().written_size(), 1);
+  EXPECT_FALSE(stream->Read(&last));
+  grpc::Status status = stream->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  Bytes got;
+  core::Client(DaemonAddress()).open(name_).read({Key("x")}, got);
+  EXPECT_EQ(got.at("x"), expected);
+}
+
+// shm_data chunks that cannot be used apply nothing: on WriteLeaves (which
+// cannot release them), naming an unknown region (with the trailer that
+// sends the client back to the socket), outside the region, empty, or past
+// the leaf's bytes. Each is the leaf's first chunk, so no key may change;
+// then a bad chunk after a good one, which must leave the leaf unwritten.
+TEST_F(E2eSharedMemorySpans, ChunksThatCannotBeUsedApplyNothing) {
+  const std::map<std::string, std::string> before = NamespaceSnapshot("e2e");
+  const int64_t kHalf = 128 * 1024;
+  const std::string token = arena_->token();
+  struct Case {
+    std::string name;
+    bool on_write_leaves;
+    v1::ShmSpan bad;
+    grpc::StatusCode code;
+    bool unknown_region;
+    bool after_a_good_chunk = false;
+  };
+  const std::vector<Case> cases = {
+      {"on WriteLeaves", true, Span(token, 0, kHalf), grpc::StatusCode::INVALID_ARGUMENT, false},
+      {"a forged token", false, Span(std::string(16, 'f'), 0, kHalf),
+       grpc::StatusCode::FAILED_PRECONDITION, true},
+      {"past the region's end", false, Span(token, (1 << 20) - 100, kHalf),
+       grpc::StatusCode::OUT_OF_RANGE, false},
+      {"a negative offset", false, Span(token, -kHalf, kHalf), grpc::StatusCode::OUT_OF_RANGE,
+       false},
+      {"no bytes", false, Span(token, 0, 0), grpc::StatusCode::INVALID_ARGUMENT, false},
+      {"past the leaf's bytes", false, Span(token, 0, 2 * kHalf + 1),
+       grpc::StatusCode::INVALID_ARGUMENT, false},
+      {"past the leaf's bytes, after a good chunk", false, Span(token, 0, kHalf + 1),
+       grpc::StatusCode::INVALID_ARGUMENT, false, true},
+  };
+  for (const Case& c : cases) {
+    grpc::ClientContext context;
+    v1::WriteChunk chunk;
+    chunk.mutable_begin()->set_dict(name_);
+    chunk.mutable_begin()->set_leaf_count(1);
+    std::vector<v1::WriteChunk> chunks = {chunk};
+    v1::LeafHeader* header = chunk.mutable_header();
+    header->mutable_path()->add_components("x");
+    header->set_dtype(v1::UINT8);
+    header->add_shape(256);
+    header->add_shape(1024);
+    header->set_byte_size(2 * kHalf);
+    chunks.push_back(chunk);
+    if (c.after_a_good_chunk) {
+      *chunk.mutable_shm_data() = Span(token, 0, kHalf);
+      chunks.push_back(chunk);
+    }
+    *chunk.mutable_shm_data() = c.bad;
+    chunks.push_back(chunk);
+    grpc::Status status;
+    if (c.on_write_leaves) {
+      v1::WriteLeavesResponse response;
+      auto writer = stub_->WriteLeaves(&context, &response);
+      for (const v1::WriteChunk& each : chunks) writer->Write(each);
+      writer->WritesDone();
+      status = writer->Finish();
+    } else {
+      auto stream = stub_->WriteLeavesShared(&context);
+      for (const v1::WriteChunk& each : chunks) stream->Write(each);
+      stream->WritesDone();
+      v1::WriteProgress progress;
+      while (stream->Read(&progress)) {
+        EXPECT_FALSE(progress.has_done()) << c.name;
+      }
+      status = stream->Finish();
+    }
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_EQ(Trailer(context), c.unknown_region ? kShmUnknownRegion : "") << c.name;
+    if (c.after_a_good_chunk) {
+      // Its first chunk reached Redis in a generation of its own, which
+      // the abort deletes (and the sweeper would); the dict never shows it.
+      Bytes got;
+      core::Client(DaemonAddress()).open(name_).read({}, got);
+      EXPECT_EQ(got.size(), 0u) << c.name << ": a refused write's leaf is visible";
+    } else {
+      // The header reserved a generation (next_gen moves, as for a stream
+      // over the socket refused at its first chunk); no key came or went.
+      std::vector<std::string> keys_before, keys_after;
+      for (const auto& [key, value] : before) keys_before.push_back(key);
+      for (const auto& [key, value] : NamespaceSnapshot("e2e")) keys_after.push_back(key);
+      EXPECT_EQ(keys_after, keys_before) << c.name << ": a refused chunk wrote something";
+    }
+  }
 }
 
 }  // namespace

@@ -1,13 +1,15 @@
 // The client E2eSharedMemory kills (shared_memory_test.cc), through the
 // torch-free core over tdstored's unix socket:
 //
-//   shm_writer ADDRESS DICT write|read
+//   shm_writer ADDRESS DICT write|read [REGION_BYTES]
 //
 // write: for i = 1, 2, ... writes the leaf "x" of DICT (float32 [2048,
 // 1024], 8 MiB) whole, every element i, and after each write returns
 // prints "wrote i". read: reads "x" whole, again and again, and prints
 // "read N" after each. Either first prints "shares_memory 1" (or 0), and
 // runs until it is killed. Exits 1 (with a message) on any error.
+// REGION_BYTES: the region the client lends (default 64 MiB); under 8 MiB,
+// each write streams through a ring of its spans (WriteLeavesShared).
 #include <cstdint>
 #include <iostream>
 #include <string>
@@ -34,13 +36,15 @@ class Buffer final : public tdstore::core::ReadSink {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string mode = argc == 4 ? argv[3] : "";
+  const std::string mode = argc == 4 || argc == 5 ? argv[3] : "";
   if (mode != "write" && mode != "read") {
-    std::cerr << "usage: shm_writer ADDRESS DICT write|read\n";
+    std::cerr << "usage: shm_writer ADDRESS DICT write|read [REGION_BYTES]\n";
     return 2;
   }
   try {
-    tdstore::core::Client client(argv[1]);
+    tdstore::ClientOptions options;
+    if (argc == 5) options.shared_memory_bytes = std::stoll(argv[4]);
+    tdstore::core::Client client(argv[1], options);
     tdstore::core::Dict dict = client.open(argv[2]);
     std::cout << "shares_memory " << (client.shares_memory() ? 1 : 0) << std::endl;
     std::vector<float> values(static_cast<size_t>(kRows * kCols));

@@ -81,6 +81,44 @@ def test_random_reads_and_writes_through_shared_memory_match_tensordict(fresh_sh
         td.drop()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_writes_larger_than_the_region_stream_through_it(fresh_shm_addr, seed):
+    # A 2 MiB region and writes of up to 24 MiB: each streams through a ring
+    # of the region's spans (WriteLeavesShared), reused within the call.
+    # Whole leaves and rows at random positions, against a TensorDict, and
+    # read back over the socket as well.
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    n = rng.randrange(3000, 12000)
+    client = tdstore.Client(fresh_shm_addr, shared_memory_bytes=2 << 20)
+    assert client.shares_memory()
+    mirror = TensorDict({
+        "wide": torch.randn(n, rng.randrange(200, 500), generator=gen),
+        "ints": torch.randint(-2**40, 2**40, (n, rng.randrange(1, 70)), generator=gen),
+        "nest": {"half": torch.randn(n, 33, generator=gen).half()},
+    }, batch_size=[n])
+    td = TensorDictStore(batch_size=[n], client=client)
+    try:
+        td.update(mirror)
+        for step in range(6):
+            key = rng.choice(["wide", "ints", ("nest", "half")])
+            if rng.random() < 0.5:
+                value = torch.randn_like(mirror[key].float(), generator=gen).to(mirror[key].dtype)
+                td[key] = value
+                mirror[key] = value
+            else:
+                index = torch.randperm(n, generator=gen)[: rng.randrange(n // 2, n)]
+                rows = mirror[index].apply(lambda t: torch.randn_like(t.float()).to(t.dtype))
+                td[index] = rows
+                mirror[index] = rows
+            assert torch.equal(td[key], mirror[key]), f"seed {seed} step {step} {key}"
+        socket = TensorDictStore.from_store(td.name, client=tdstore.Client(
+            fresh_shm_addr, shared_memory_bytes=0))
+        assert_td_equal(socket.to_tensordict(), mirror)
+    finally:
+        td.drop()
+
+
 def test_threads_sharing_one_region_each_get_their_own_bytes(fresh_shm_addr):
     # One client, one region: concurrent calls take spans of it side by side
     # (or the socket when it is full), and none sees another's bytes.

@@ -253,6 +253,48 @@ TEST_F(StoreContract, AWriteIsVisibleAllAtOnceAtItsCommitAndNeverBefore) {
   EXPECT_EQ(described->meta.version, committed->version);
 }
 
+// LeafWrite::AppendBorrowed: the store is done with the bytes when it
+// returns. Each piece is handed over from one scratch buffer that is
+// overwritten right after the call, so a store that kept a pointer into it
+// would commit the garbage. Random piece sizes, some large enough to start
+// the write-behind worker (a large Append first), so that borrowed pieces
+// also queue behind steps still running.
+TEST_F(StoreContract, BorrowedBytesAreUsedUpBeforeAppendBorrowedReturns) {
+  std::mt19937 random(20261205);
+  for (int round = 0; round < 4; ++round) {
+    const int64_t rows = 2000 + static_cast<int64_t>(random() % 3000);
+    const int64_t cols = 64 + static_cast<int64_t>(random() % 200);
+    const std::string name = "borrowed" + std::to_string(round);
+    DictSchema schema = Create(name, {rows});
+    const DictRef ref{name, schema.meta.id};
+    std::string expected(static_cast<size_t>(rows * cols * 4), '\0');
+    for (char& c : expected) c = static_cast<char>(random());
+    auto write = store().BeginWrite(ref);
+    ASSERT_TRUE(write.ok()) << write.status();
+    ASSERT_TRUE((*write)->BeginLeaf({"x"}, LeafRecord{DType::kFloat32, {rows, cols}, 0},
+                                    static_cast<int64_t>(expected.size()))
+                    .ok());
+    size_t at = 0;
+    if (round % 2 == 1) {  // a large owned piece first: the worker starts
+      at = std::min(expected.size() / 3, size_t{300} << 10);
+      ASSERT_TRUE((*write)->Append(expected.substr(0, at)).ok());
+    }
+    std::string scratch;
+    while (at < expected.size()) {
+      const size_t n = std::min(expected.size() - at,
+                                size_t{1} + random() % (random() % 2 ? (size_t{600} << 10) : 4096));
+      scratch.assign(expected, at, n);
+      ASSERT_TRUE((*write)->AppendBorrowed(scratch).ok()) << "round " << round;
+      std::fill(scratch.begin(), scratch.end(), '\xEE');
+      at += n;
+    }
+    ASSERT_TRUE((*write)->Commit().ok()) << "round " << round;
+    auto got = Read(ref, {{"x"}});
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE((*got)["x"] == expected) << "round " << round << ": borrowed bytes changed after return";
+  }
+}
+
 TEST_F(StoreContract, BadWritesAreRefusedWithNothingVisible) {
   const DictSchema made = Create("d", {4}, {{"x", 2}});
   const DictRef ref{"d", made.meta.id};

@@ -96,10 +96,14 @@ Client::Impl::Impl(std::string address_in, ClientOptions options_in)
       new std::string(std::string("/") + v1::TdStore::service_full_name() + "/ReadLeaves");
   static const std::string* const kWriteLeaves =
       new std::string(std::string("/") + v1::TdStore::service_full_name() + "/WriteLeaves");
+  static const std::string* const kWriteLeavesShared = new std::string(
+      std::string("/") + v1::TdStore::service_full_name() + "/WriteLeavesShared");
   read_leaves_raw = std::make_unique<grpc::internal::RpcMethod>(
       kReadLeaves->c_str(), grpc::internal::RpcMethod::SERVER_STREAMING, channel);
   write_leaves_raw = std::make_unique<grpc::internal::RpcMethod>(
       kWriteLeaves->c_str(), grpc::internal::RpcMethod::CLIENT_STREAMING, channel);
+  write_leaves_shared_raw = std::make_unique<grpc::internal::RpcMethod>(
+      kWriteLeavesShared->c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, channel);
   if (options.watch_schemas) schemas = std::make_unique<SchemaCopies>(this);
 }
 

@@ -112,27 +112,57 @@ v1::DType CheckWritable(const LeafData& leaf) {
   return dtype;
 }
 
-// A WriteLeaves call that is cancelled if it is left before Finish (an
-// exception while preparing a tensor), so the server commits nothing.
+// A WriteLeaves or WriteLeavesShared call that is cancelled if it is left
+// before Finish (an exception while preparing a tensor), so the server
+// commits nothing.
 struct WriteStream {
   grpc::ClientContext context;
   v1::WriteLeavesResponse response;
   // Raw frames: a leaf's bytes go from the caller's memory to the socket
   // without a copy into a WriteChunk (tdstore/v1/data_frames.h).
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer;
+  // Or WriteLeavesShared, whose answers release shm_data chunks.
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, v1::WriteProgress>> shared;
   bool finished = false;
 
+  // For `shared`, every answer must have been read first.
   grpc::Status Finish() {
     finished = true;
-    return writer->Finish();
+    return writer ? writer->Finish() : shared->Finish();
   }
   ~WriteStream() {
-    if (writer && !finished) {
+    if (finished) return;
+    if (writer) {
       context.TryCancel();
       writer->Finish();
+    } else if (shared) {
+      context.TryCancel();
+      v1::WriteProgress ignored;
+      while (shared->Read(&ignored)) {
+      }
+      shared->Finish();
     }
   }
 };
+
+// A write too large for one span of the region streams through a ring of
+// kRingSlots spans instead (WriteLeavesShared): each shm_data chunk fills
+// one, which is reused once tdstored released the chunk before it. Four
+// keep the client copying while tdstored sends; 4 MiB each keep the pages
+// touched (the client's and tdstored's RSS) at 16 MiB whatever the write.
+constexpr int64_t kRingSlots = 4;
+constexpr int64_t kRingSlotBytes = int64_t{4} << 20;
+constexpr int64_t kMinRingSlotBytes = int64_t{256} << 10;
+
+// A ring for a write that did not fit one span: up to kRingSlots slots of
+// kRingSlotBytes, from the longest free run but at most half the region
+// (reads and smaller writes keep the rest). Empty when too little is free.
+ShmArena::Span TakeRing(ShmArena& arena) {
+  const size_t most = std::min<size_t>(arena.size() / 2, kRingSlots * kRingSlotBytes);
+  ShmArena::Span ring = arena.TakeUpTo(most);
+  if (ring && ring.size() / kRingSlots < kMinRingSlotBytes) return ShmArena::Span();
+  return ring;
+}
 
 // ---- ReadLeaves -------------------------------------------------------------
 
@@ -441,6 +471,88 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
   return stream.Finish();
 }
 
+// One attempt at a write through `ring` (TakeRing): WriteBegin, then per
+// leaf its header and its bytes as shm_data chunks of at most a slot each,
+// each chunk copied into the next slot once tdstored released the chunk
+// that slot held before (WriteLeavesShared's answers come in order, one per
+// chunk). Returns the server's final status.
+grpc::Status WriteShared(const Client::Impl& impl, const v1::WriteChunk& begin,
+                         const std::vector<LeafData>& leaves, const std::vector<v1::DType>& dtypes,
+                         const Progress& progress, WriteStream& stream,
+                         const ShmArena::Span& ring) {
+  stream.shared.reset(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, v1::WriteProgress>::Create(
+          impl.channel.get(), *impl.write_leaves_shared_raw, &stream.context));
+  v1::WriteProgress answer;
+  bool answered = false;
+  // After the last chunk, or when tdstored ended the call early (a Write or
+  // a Read failed): every answer left is read, then the status.
+  auto finish = [&] {
+    while (stream.shared->Read(&answer)) {
+      if (answer.has_done()) {
+        stream.response = std::move(*answer.mutable_done());
+        answered = true;
+      }
+    }
+    grpc::Status status = stream.Finish();
+    if (status.ok() && !answered) {
+      status = grpc::Status(grpc::StatusCode::DATA_LOSS,
+                            "tdstored ended a shared-memory write without its response");
+    }
+    return status;
+  };
+  const int64_t slot_bytes = (ring.size() / kRingSlots) & ~int64_t{63};
+  int64_t sent = 0;      // shm_data chunks sent
+  int64_t released = 0;  // and released by tdstored
+  int64_t total = 0;
+  for (const LeafData& leaf : leaves) total += leaf.byte_size;
+  int64_t moved = 0;
+
+  if (!stream.shared->Write(wire::MessageFrame(begin))) return finish();
+  v1::WriteChunk chunk;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const LeafData& leaf = leaves[i];
+    v1::LeafHeader* header = chunk.mutable_header();
+    header->Clear();
+    ToProto(leaf.path, header->mutable_path());
+    header->set_dtype(dtypes[i]);
+    header->mutable_shape()->Assign(leaf.shape.begin(), leaf.shape.end());
+    header->set_byte_size(leaf.byte_size);
+    header->set_kind(static_cast<v1::LeafKind>(leaf.kind));
+    header->set_value(leaf.value);
+    if (!stream.shared->Write(wire::MessageFrame(chunk))) return finish();
+    const char* data = static_cast<const char*>(leaf.data);
+    for (int64_t offset = 0; offset < leaf.byte_size; offset += slot_bytes) {
+      // The slot is free once its last chunk is released. Why wait here
+      // rather than copy ahead: tdstored may still be sending that chunk's
+      // bytes to Redis straight from the slot.
+      while (sent - released >= kRingSlots) {
+        if (!stream.shared->Read(&answer)) return finish();
+        if (answer.has_done() || answer.chunks_released() != released + 1) {
+          return grpc::Status(grpc::StatusCode::DATA_LOSS,
+                              "tdstored released shared-memory chunk " +
+                                  std::to_string(answer.chunks_released()) + " after " +
+                                  std::to_string(released) + " of " + std::to_string(sent));
+        }
+        released = answer.chunks_released();
+      }
+      const int64_t n = std::min(slot_bytes, leaf.byte_size - offset);
+      const int64_t at = (sent % kRingSlots) * slot_bytes;
+      std::memcpy(ring.data() + at, data + offset, static_cast<size_t>(n));
+      v1::ShmSpan* span = chunk.mutable_shm_data();
+      span->set_region(ring.arena().token());
+      span->set_offset(ring.offset() + at);
+      span->set_length(n);
+      if (!stream.shared->Write(wire::MessageFrame(chunk))) return finish();
+      ++sent;
+      moved += n;
+      if (progress) progress(moved, total);
+    }
+  }
+  stream.shared->WritesDone();
+  return finish();
+}
+
 }  // namespace
 
 v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string& dict,
@@ -496,12 +608,17 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
   Retrier retry(impl.options);
   for (;;) {
     if (safety == Retrier::kOnlyIfNothingApplied) impl.AwaitConnected(retry);
-    std::shared_ptr<ShmArena> arena = shm_ok ? impl.SharedMemory() : nullptr;
+    bool takes_chunks = false;
+    std::shared_ptr<ShmArena> arena = shm_ok ? impl.SharedMemory(&takes_chunks) : nullptr;
     ShmArena::Span span = arena ? arena->Take(static_cast<size_t>(laid_out)) : ShmArena::Span();
-    if (!span) arena = nullptr;
+    // Too large for one span (or the region is busy): a ring of spans.
+    ShmArena::Span ring = arena && !span && takes_chunks ? TakeRing(*arena) : ShmArena::Span();
+    if (!span && !ring) arena = nullptr;
     WriteStream stream;
     impl.Prepare(&stream.context, retry.deadline());
-    grpc::Status status = WriteOnce(impl, begin, leaves, dtypes, options.progress, stream, span);
+    grpc::Status status =
+        ring ? WriteShared(impl, begin, leaves, dtypes, options.progress, stream, ring)
+             : WriteOnce(impl, begin, leaves, dtypes, options.progress, stream, span);
     if (stream.finished) RaiseSchemaFloor(impl.address, stream.context);
     if (status.ok()) return std::move(stream.response);
     if (AfterShmCall(impl, arena.get(), status, stream.context)) {
