@@ -621,6 +621,14 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
              : WriteOnce(impl, begin, leaves, dtypes, options.progress, stream, span);
     if (stream.finished) RaiseSchemaFloor(impl.address, stream.context);
     if (status.ok()) return std::move(stream.response);
+    if (ring && status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      // tdstored was replaced since the region was lent, by one without
+      // WriteLeavesShared: the method never ran, so nothing applied. Once
+      // more over the socket; the next lend asks what the new one takes.
+      impl.RetireSharedMemory(arena.get());
+      shm_ok = false;
+      continue;
+    }
     if (AfterShmCall(impl, arena.get(), status, stream.context)) {
       shm_ok = false;  // nothing applied: once more, over the socket
       continue;
