@@ -150,3 +150,38 @@ def test_threads_sharing_one_region_each_get_their_own_bytes(fresh_shm_addr):
             assert torch.equal(td[f"t{t}"], torch.full((rows, 4096), float(t * 100 + 14)))
     finally:
         td.drop()
+
+
+def test_threads_writing_more_than_the_region_each_stream_their_own_bytes(fresh_shm_addr):
+    # One 4 MiB region, four threads each writing 6 MiB leaves: every write
+    # is larger than the region, so each takes a ring of it (up to half the
+    # region) while the others hold theirs, or the socket when none is
+    # free. Each thread's value is distinct in every element, so bytes of
+    # another write, or of an earlier chunk left in a slot, would show.
+    client = tdstore.Client(fresh_shm_addr, shared_memory_bytes=4 << 20)
+    rows = 384  # [384, 4096] f32 = 6 MiB
+    td = TensorDictStore(batch_size=[rows], client=client)
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(6):
+                value = torch.arange(rows * 4096, dtype=torch.float32).reshape(rows, 4096)
+                value += t * 1e7 + i * 1e5
+                td[f"t{t}"] = value
+                got = td[f"t{t}"]
+                if not torch.equal(got, value):
+                    errors.append((t, i, (got != value).sum().item()))
+        except BaseException as err:  # report, don't lose it in the thread
+            errors.append((t, repr(err)))
+
+    try:
+        assert client.shares_memory()
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+    finally:
+        td.drop()
