@@ -147,9 +147,11 @@ struct ClientOptions {
   // tdstored offers shared memory, the client lends it a memfd region of
   // this many bytes (pages are used only as calls touch them), and a call
   // whose bytes fit in a free span of it moves them through it instead of
-  // the socket: one gRPC message each way, whatever the size. Anything that
-  // cannot (a TCP address, a tdstored without it, a full region, lending
-  // refused) uses the socket, with the same results. 0: never.
+  // the socket: one gRPC message each way, whatever the size. A write too
+  // large for any span streams through a ring of up to 16 MiB of it,
+  // reused within the call (WriteLeavesShared). Anything that cannot (a
+  // TCP address, a tdstored without it, a full region, lending refused)
+  // uses the socket, with the same results. 0: never.
   int64_t shared_memory_bytes = int64_t{64} << 20;
 };
 
