@@ -112,6 +112,17 @@ v1::DType CheckWritable(const LeafData& leaf) {
   return dtype;
 }
 
+// The header that announces `leaf` (of wire dtype `dtype`) in a write.
+void FillHeader(const LeafData& leaf, v1::DType dtype, v1::LeafHeader* header) {
+  header->Clear();
+  ToProto(leaf.path, header->mutable_path());
+  header->set_dtype(dtype);
+  header->mutable_shape()->Assign(leaf.shape.begin(), leaf.shape.end());
+  header->set_byte_size(leaf.byte_size);
+  header->set_kind(static_cast<v1::LeafKind>(leaf.kind));
+  header->set_value(leaf.value);
+}
+
 // A WriteLeaves or WriteLeavesShared call that is cancelled if it is left
 // before Finish (an exception while preparing a tensor), so the server
 // commits nothing.
@@ -393,14 +404,7 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
   int64_t moved = 0;
 
   auto fill_header = [&](size_t i, v1::LeafHeader* header) {
-    const LeafData& leaf = leaves[i];
-    header->Clear();
-    ToProto(leaf.path, header->mutable_path());
-    header->set_dtype(dtypes[i]);
-    header->mutable_shape()->Assign(leaf.shape.begin(), leaf.shape.end());
-    header->set_byte_size(leaf.byte_size);
-    header->set_kind(static_cast<v1::LeafKind>(leaf.kind));
-    header->set_value(leaf.value);
+    FillHeader(leaves[i], dtypes[i], header);
   };
 
   if (span) {
@@ -512,14 +516,7 @@ grpc::Status WriteShared(const Client::Impl& impl, const v1::WriteChunk& begin,
   v1::WriteChunk chunk;
   for (size_t i = 0; i < leaves.size(); ++i) {
     const LeafData& leaf = leaves[i];
-    v1::LeafHeader* header = chunk.mutable_header();
-    header->Clear();
-    ToProto(leaf.path, header->mutable_path());
-    header->set_dtype(dtypes[i]);
-    header->mutable_shape()->Assign(leaf.shape.begin(), leaf.shape.end());
-    header->set_byte_size(leaf.byte_size);
-    header->set_kind(static_cast<v1::LeafKind>(leaf.kind));
-    header->set_value(leaf.value);
+    FillHeader(leaf, dtypes[i], chunk.mutable_header());
     if (!stream.shared->Write(wire::MessageFrame(chunk))) return finish();
     const char* data = static_cast<const char*>(leaf.data);
     for (int64_t offset = 0; offset < leaf.byte_size; offset += slot_bytes) {
