@@ -11,13 +11,14 @@
 // tdstored that offers it, with ServerInfo.shm_socket) and counted
 // indexed writes (WriteBegin.count_after); 5, WriteLeavesShared and its
 // shm_data chunks (capability "shared_memory_chunks", reported with
-// "shared_memory").
+// "shared_memory"); 6, ReadLeavesShared and ReadChunk.shm_data (capability
+// "shared_memory_read_chunks", reported with "shared_memory").
 #ifndef TDSTORE_COMMON_PROTOCOL_REVISION_H_
 #define TDSTORE_COMMON_PROTOCOL_REVISION_H_
 
 namespace tdstore {
 
-inline constexpr int kProtocolRevision = 5;
+inline constexpr int kProtocolRevision = 6;
 
 inline constexpr const char* kServerCapabilities[] = {
     "small_write",             // takes WriteChunk.small
@@ -31,6 +32,7 @@ inline constexpr const char* kServerCapabilities[] = {
 // socket.
 inline constexpr const char* kSharedMemoryCapability = "shared_memory";
 inline constexpr const char* kSharedMemoryChunksCapability = "shared_memory_chunks";
+inline constexpr const char* kSharedMemoryReadChunksCapability = "shared_memory_read_chunks";
 
 }  // namespace tdstore
 

@@ -266,7 +266,13 @@ absl::Status ReadStream::Send(const grpc::ByteBuffer& frame) {
   return absl::OkStatus();
 }
 
-absl::Status ReadStream::SendMessage() { return Send(wire::MessageFrame(out_)); }
+absl::Status ReadStream::SendMessage() {
+  if (ctx_->IsCancelled() || !writer_->WriteMessage(out_, grpc::WriteOptions())) {
+    return absl::CancelledError("client went away");
+  }
+  lease_.Touch();
+  return absl::OkStatus();
+}
 
 absl::Status ReadStream::Begin(const Shape& batch_shape, size_t leaf_count,
                                int64_t total_bytes) {
@@ -275,6 +281,14 @@ absl::Status ReadStream::Begin(const Shape& batch_shape, size_t leaf_count,
             static_cast<int64_t>(leaf_count) <= kMaxSmallReadLeaves;
   small_ = in_shm_ || (small_read_ && total_bytes <= kMaxSmallStreamBytes &&
                        static_cast<int64_t>(leaf_count) <= kMaxSmallReadLeaves);
+  // A reply that does not fit the span, on ReadLeavesShared: a ring of it.
+  slot_bytes_ = 0;
+  if (releases_ != nullptr && reply_ != nullptr && !small_) {
+    slot_bytes_ =
+        std::min(static_cast<int64_t>(reply_span_.size) / kReadRingSlots, kMaxReadSlotBytes) &
+        ~int64_t{63};
+    if (slot_bytes_ <= 0) return absl::InvalidArgumentError("the reply span is too small");
+  }
   v1::ReadBegin* begin = small_ ? out_.mutable_small()->mutable_begin() : out_.mutable_begin();
   for (int64_t d : batch_shape) begin->add_batch_shape(d);
   begin->set_leaf_count(static_cast<int32_t>(leaf_count));
@@ -313,6 +327,7 @@ absl::Status ReadStream::Data(store::SharedBytes bytes) {
     shm_used_ += all.size();
     return absl::OkStatus();
   }
+  if (slot_bytes_ > 0) return DataThroughRing(all);
   if (small_) {
     // Small by Begin's total: a copy is cheaper than a message.
     auto* leaves = out_.mutable_small()->mutable_leaves();
@@ -327,13 +342,34 @@ absl::Status ReadStream::Data(store::SharedBytes bytes) {
   return absl::OkStatus();
 }
 
+absl::Status ReadStream::DataThroughRing(std::string_view bytes) {
+  for (size_t at = 0; at < bytes.size(); at += static_cast<size_t>(slot_bytes_)) {
+    const size_t n = std::min(bytes.size() - at, static_cast<size_t>(slot_bytes_));
+    // The slot is free once the chunk it held before is released: until
+    // then the client may still be copying out of it.
+    if (chunks_sent_ >= kReadRingSlots) {
+      if (auto s = releases_->Await(chunks_sent_ - kReadRingSlots + 1); !s.ok()) return s;
+    }
+    const int64_t slot_at = (chunks_sent_ % kReadRingSlots) * slot_bytes_;
+    std::memcpy(reply_span_.data + slot_at, bytes.data() + at, n);
+    out_.Clear();
+    v1::ShmSpan* span = out_.mutable_shm_data();
+    span->set_region(reply_->region());
+    span->set_offset(reply_->offset() + slot_at);
+    span->set_length(static_cast<int64_t>(n));
+    if (auto s = SendMessage(); !s.ok()) return s;
+    ++chunks_sent_;
+  }
+  return absl::OkStatus();
+}
+
 // The one message of a small read goes as the stream's last: gRPC holds it
 // and sends it with the status in one batch, one write and one wake-up of
 // the client fewer than a message and then the status.
 absl::Status ReadStream::End() {
   if (!small_) return absl::OkStatus();
   if (ctx_->IsCancelled() ||
-      !writer_->Write(wire::MessageFrame(out_), grpc::WriteOptions().set_last_message())) {
+      !writer_->WriteMessage(out_, grpc::WriteOptions().set_last_message())) {
     return absl::CancelledError("client went away");
   }
   lease_.Touch();

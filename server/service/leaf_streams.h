@@ -27,6 +27,11 @@
 // SmallRead whose leaves' bytes were copied into that span. ReadStream writes it, as raw frames
 // (tdstore/v1/data_frames.h): a data chunk goes out as a slice of the
 // Redis reply it came in, never copied into a protobuf message.
+// ReadLeavesShared is the same stream, except that a reply too large for
+// the offered span goes through it as a ring of kReadRingSlots slots: each
+// data chunk is copied into the next slot and named by a shm_data chunk,
+// and a slot is filled again only once the client released the chunk it
+// held (ChunkReleases).
 //
 // Both touch the stream's StreamGuard lease on every message, so a stream
 // that moves is never idle. One thread at a time (the handler's).
@@ -46,6 +51,7 @@
 #include "server/service/stream_guard.h"
 #include "server/shm/region_table.h"
 #include "server/store/store.h"
+#include "tdstore/v1/data_frames.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
 namespace tdstore::service {
@@ -147,21 +153,48 @@ class FrameWriter {
  public:
   virtual ~FrameWriter() = default;
   virtual bool Write(const grpc::ByteBuffer& frame, grpc::WriteOptions options) = 0;
+  // A frame that is a message: serialized here, unless the writer's stream
+  // takes messages as they are.
+  virtual bool WriteMessage(const v1::ReadChunk& message, grpc::WriteOptions options) {
+    return Write(wire::MessageFrame(message), options);
+  }
+};
+
+// ReadLeavesShared's releases: the client's messages after its request,
+// each counting the shm_data chunks it has copied out so far.
+class ChunkReleases {
+ public:
+  virtual ~ChunkReleases() = default;
+  // Returns once the client has released its first `n` chunks (reading
+  // its messages as they come): CANCELLED if the client went away first,
+  // INVALID_ARGUMENT for a message that is not the next release in order.
+  virtual absl::Status Await(int64_t n) = 0;
 };
 
 class ReadStream {
  public:
+  // Slots of a ReadLeavesShared ring: four keep tdstored filling one while
+  // the client copies out another; at most 4 MiB each keep the pages the
+  // ring touches (either side's RSS) at 16 MiB whatever the read. (The
+  // client offers a span larger than kMaxSmallStreamBytes, so a slot holds
+  // at least 16 KiB.)
+  static constexpr int64_t kReadRingSlots = 4;
+  static constexpr int64_t kMaxReadSlotBytes = int64_t{4} << 20;
+
   // `small_read`: the client accepts FRAME_SMALL_READ. `reply_span`: the
   // resolved ReadLeavesRequest.shm_reply, `reply` as the client named it
-  // (null: none offered).
+  // (null: none offered). `releases`: ReadLeavesShared's (null on
+  // ReadLeaves, which sends no shm_data chunk).
   ReadStream(grpc::ServerContextBase* ctx, FrameWriter* writer, StreamGuard::Lease& lease,
-             bool small_read, shm::Span reply_span = {}, const v1::ShmSpan* reply = nullptr)
+             bool small_read, shm::Span reply_span = {}, const v1::ShmSpan* reply = nullptr,
+             ChunkReleases* releases = nullptr)
       : ctx_(ctx),
         writer_(writer),
         lease_(lease),
         small_read_(small_read || reply != nullptr),
         reply_span_(std::move(reply_span)),
-        reply_(reply) {}
+        reply_(reply),
+        releases_(releases) {}
 
   // Each returns CANCELLED "client went away" when the client is gone.
   // Write() blocks while the client does not read (flow control); the
@@ -170,7 +203,7 @@ class ReadStream {
   // at most kMaxSmallStreamBytes (and kMaxSmallReadLeaves leaves), to a
   // client that accepts it, or one that fits the client's reply span, is
   // gathered into one SmallRead that End() sends; the others go out
-  // message by message.
+  // message by message, their data through the ring where there is one.
   absl::Status Begin(const Shape& batch_shape, size_t leaf_count, int64_t total_bytes);
   // The header of a leaf of `record`'s dtype, kind and value, at `shape`
   // (the record's own, or an indexed read's).
@@ -184,6 +217,8 @@ class ReadStream {
  private:
   absl::Status Send(const grpc::ByteBuffer& frame);
   absl::Status SendMessage();  // out_
+  // Data() through the ring: `bytes` into the next slots, once each is free.
+  absl::Status DataThroughRing(std::string_view bytes);
 
   grpc::ServerContextBase* const ctx_;
   FrameWriter* const writer_;
@@ -195,6 +230,12 @@ class ReadStream {
   const v1::ShmSpan* const reply_;
   bool in_shm_ = false;  // the SmallRead's bytes go into reply_span_
   size_t shm_used_ = 0;  // bytes of reply_span_ filled so far
+  ChunkReleases* const releases_;
+  // The ring cut from reply_span_ (Begin decides): its slot size (0: no
+  // ring), and the shm_data chunks sent so far; chunk k fills slot
+  // k % kReadRingSlots.
+  int64_t slot_bytes_ = 0;
+  int64_t chunks_sent_ = 0;
 };
 
 }  // namespace tdstore::service

@@ -159,6 +159,7 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
     if (!shm_socket_.empty()) {
       resp->add_capabilities(kSharedMemoryCapability);
       resp->add_capabilities(kSharedMemoryChunksCapability);
+      resp->add_capabilities(kSharedMemoryReadChunksCapability);
       resp->set_shm_socket(shm_socket_);
     }
     return grpc::Status::OK;
@@ -636,10 +637,72 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TdStoreService::ReadLeaves(
       parsed && ServedWhereReceived(*req), &read_pool_, [this] { in_flight_.fetch_sub(1); });
 }
 
+namespace {
+
+// ReadLeavesShared's side of the sync stream: messages out, releases in.
+class SharedReadStream final : public FrameWriter, public ChunkReleases {
+ public:
+  explicit SharedReadStream(grpc::ServerReaderWriter<v1::ReadChunk, v1::ReadSharedRequest>* stream)
+      : stream_(stream) {}
+
+  bool WriteMessage(const v1::ReadChunk& message, grpc::WriteOptions options) override {
+    return stream_->Write(message, options);
+  }
+  // Not sent on this call (ReadStream's ring leaves no data frame), but
+  // any frame is a ReadChunk, so one would still go out whole.
+  bool Write(const grpc::ByteBuffer& frame, grpc::WriteOptions options) override {
+    grpc::ByteBuffer bytes(frame);
+    v1::ReadChunk message;
+    return grpc::SerializationTraits<v1::ReadChunk>::Deserialize(&bytes, &message).ok() &&
+           stream_->Write(message, options);
+  }
+
+  absl::Status Await(int64_t n) override {
+    while (released_ < n) {
+      v1::ReadSharedRequest message;
+      if (!stream_->Read(&message)) return absl::CancelledError("client went away");
+      if (message.kind_case() != v1::ReadSharedRequest::kChunksReleased ||
+          message.chunks_released() != released_ + 1) {
+        return absl::InvalidArgumentError(
+            StrCat("ReadLeavesShared: expected the release of shm_data chunk ", released_ + 1,
+                   " (", n, " awaited)"));
+      }
+      released_ = message.chunks_released();
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  grpc::ServerReaderWriter<v1::ReadChunk, v1::ReadSharedRequest>* const stream_;
+  int64_t released_ = 0;
+};
+
+}  // namespace
+
+grpc::Status TdStoreService::ReadLeavesShared(
+    grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::ReadChunk, v1::ReadSharedRequest>* stream) {
+  v1::ReadSharedRequest first;
+  if (!stream->Read(&first)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "ReadLeavesShared: no request");
+  }
+  if (first.kind_case() != v1::ReadSharedRequest::kRequest) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "ReadLeavesShared: the first message must be the request");
+  }
+  if (!first.request().has_shm_reply()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "ReadLeavesShared: the request offers no reply span (shm_reply)");
+  }
+  SharedReadStream shared(stream);
+  std::unique_ptr<StreamGuard::Lease> lease;
+  return ServeReadLeaves(ctx, first.request(), shared, &lease, &shared);
+}
+
 grpc::Status TdStoreService::ServeReadLeaves(grpc::ServerContextBase* ctx,
                                              const v1::ReadLeavesRequest& request,
                                              FrameWriter& writer,
-                                             std::unique_ptr<StreamGuard::Lease>* kept) {
+                                             std::unique_ptr<StreamGuard::Lease>* kept,
+                                             ChunkReleases* releases) {
   const v1::ReadLeavesRequest* req = &request;
   return Serve(ctx, {req->dict(), Access::kRead, req->dict_id()}, [&](const Grant*, Sighting& seen) {
     if (auto s = CheckRequest(limits_, *req); !s.ok()) return ToGrpc(s);
@@ -661,7 +724,7 @@ grpc::Status TdStoreService::ServeReadLeaves(grpc::ServerContextBase* ctx,
       reply_span = *std::move(span);
     }
     ReadStream stream(ctx, &writer, **kept, small_read, std::move(reply_span),
-                      req->has_shm_reply() ? &req->shm_reply() : nullptr);
+                      req->has_shm_reply() ? &req->shm_reply() : nullptr, releases);
     if (!req->has_index()) return ToGrpc(ReadWhole(*req, *paths, stream));
     std::optional<store::SchemaVersionSeen> after;
     absl::Status read = ReadIndexed(*req, *paths, stream, &after);

@@ -111,6 +111,14 @@ class TdStoreService final
   // the same call.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadLeaves(grpc::CallbackServerContext* ctx,
                                                          const grpc::ByteBuffer* request) override;
+  // ReadLeaves whose reply, too large for the client's reply span, streams
+  // through a ring cut from it (leaf_streams.h). On the sync API: a bulk
+  // read's one thread hand-off costs it nothing. Every frame it sends is a
+  // small message (the bytes cross through the span), so it needs no raw
+  // frames.
+  grpc::Status ReadLeavesShared(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<v1::ReadChunk, v1::ReadSharedRequest>* stream) override;
   grpc::Status DeleteLeaves(grpc::ServerContext* ctx, const v1::DeleteLeavesRequest* req,
                             v1::DeleteLeavesResponse* resp) override;
   grpc::Status ListKeys(grpc::ServerContext* ctx, const v1::ListKeysRequest* req,
@@ -167,8 +175,10 @@ class TdStoreService final
                             std::optional<store::SchemaVersionSeen>* version_after);
   // ReadLeaves' body, on whichever thread the reactor runs it: frames to
   // `out`; the call's stream lease into `*lease`, for the reactor to keep.
+  // `releases`: ReadLeavesShared's (null on ReadLeaves).
   grpc::Status ServeReadLeaves(grpc::ServerContextBase* ctx, const v1::ReadLeavesRequest& request,
-                               FrameWriter& out, std::unique_ptr<StreamGuard::Lease>* lease);
+                               FrameWriter& out, std::unique_ptr<StreamGuard::Lease>* lease,
+                               ChunkReleases* releases = nullptr);
   // The forms of ReadLeaves.
   absl::Status ReadWhole(const v1::ReadLeavesRequest& req, const std::vector<LeafPath>& paths,
                          ReadStream& stream);

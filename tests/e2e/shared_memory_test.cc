@@ -19,7 +19,11 @@
 //     (WriteLeavesShared): what it writes is what the socket writes, each
 //     chunk is released once, in order, before the next is read, so a
 //     span reused within the call carries its new bytes; shm_data chunks
-//     on WriteLeaves, or naming bytes outside the region, apply nothing.
+//     on WriteLeaves, or naming bytes outside the region, apply nothing;
+//   - a read larger than the span its client offers streams through a ring
+//     cut from that span (ReadLeavesShared): what it reads is what was
+//     written, a slot is filled again only after the client released the
+//     chunk it held, and a request or a release out of order is refused.
 // What tdstored refuses to map, and the arena's spans, are tested in
 // tests/server/shm_test.cc.
 #include <signal.h>
@@ -44,6 +48,7 @@
 #include "tdstore/core.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/metrics_scrape.h"
 #include "tests/support/child_process.h"
 #include "tests/support/daemon_process.h"
 
@@ -417,9 +422,10 @@ TEST_F(E2eSharedMemoryDaemon, AClientKilledMidCallLeavesWholeValuesAndNothingLen
   float previous = 0;  // the value after the round before
   for (int round = 0; round < 8; ++round) {
     const std::string mode = round % 4 == 3 ? "read" : "write";
-    // Rounds 1 and 5 write the 8 MiB value through a 2 MiB region: a ring
-    // of its spans, reused within the call.
-    const std::string region = round % 4 == 1 ? std::to_string(2 << 20) : std::to_string(64 << 20);
+    // Rounds 1 and 5 write the 8 MiB value through a 2 MiB region, round 7
+    // reads it through one: a ring of its spans, reused within the call.
+    const std::string region =
+        round % 4 == 1 || round == 7 ? std::to_string(2 << 20) : std::to_string(64 << 20);
     child_log_ = daemon_.dir() + "/child" + std::to_string(round) + ".log";
     ASSERT_TRUE(SpawnChild({TDSTORE_SHM_WRITER_BIN, unix_, name, mode, region}, child_log_,
                            ChildLog::kTruncate, &child_)
@@ -752,6 +758,210 @@ TEST_F(E2eSharedMemorySpans, ChunksThatCannotBeUsedApplyNothing) {
       EXPECT_EQ(keys_after, keys_before) << c.name << ": a refused chunk wrote something";
     }
   }
+}
+
+// A client lending 2 MiB offers reply spans of at most 1 MiB: a larger
+// whole read streams through four 256 KiB slots of it (ReadLeavesShared),
+// so the read's progress moves by at most a slot, and tdstored counts the
+// call; one that fits the span is one ReadLeaves, as before. Random leaves
+// (some smaller than a slot, some not a multiple of it), written over TCP,
+// read whole, one leaf, and a nested prefix.
+TEST_F(E2eSharedMemoryDaemon, ReadsLargerThanTheSpanStreamThroughARingCutFromIt) {
+  StartDaemon({"--metrics-listen", "127.0.0.1:0"});
+  auto calls = [&](const std::string& method) {
+    return Scrape(daemon_.metrics_url())
+        .Value("tdstore_rpc_calls_total",
+               {{"code", "OK"}, {"method", "tdstore.v1.TdStore/" + method}});
+  };
+  core::Client ring(unix_, WithShm(2 << 20));
+  core::Client tcp(daemon_.address(), WithShm(0));
+  ASSERT_TRUE(ring.shares_memory());
+  std::mt19937 random(20261206);
+  for (int round = 0; round < 5; ++round) {
+    const int64_t rows = 1000 + static_cast<int64_t>(random() % 3000);
+    const std::string name = "ring" + std::to_string(round);
+    core::Dict written = tcp.create(name, {rows});
+    const int count = 1 + static_cast<int>(random() % 3);
+    std::map<std::string, std::vector<char>> values;
+    std::vector<LeafData> leaves;
+    for (int i = 0; i < count; ++i) {
+      const int64_t cols = i == 0 ? 1 + static_cast<int64_t>(random() % 60)
+                                  : 1000 + static_cast<int64_t>(random() % 3000);
+      const std::string path = i == 2 ? "n/l2" : "l" + std::to_string(i);
+      values[path] = RandomBytes(static_cast<size_t>(rows * cols), random);
+    }
+    for (const auto& [path, bytes] : values) {
+      const int64_t cols = static_cast<int64_t>(bytes.size()) / rows;
+      leaves.push_back({path.rfind("n/", 0) == 0 ? Key({"n", path.substr(2)}) : Key(path),
+                        DType::kUInt8, {rows, cols}, bytes.data(),
+                        static_cast<int64_t>(bytes.size())});
+    }
+    written.write(leaves);
+    core::Dict dict = ring.open(name);
+    std::vector<std::vector<Key>> reads = {{}, {Key("l0")}};
+    if (count > 1) reads.push_back({Key("l1")});
+    if (count > 2) reads.push_back({Key("n")});
+    for (const std::vector<Key>& paths : reads) {
+      int64_t bytes = 0;
+      for (const auto& [path, value] : values) {
+        bool named = paths.empty();
+        for (const Key& p : paths) named |= path == p.str() || path.rfind(p.str() + "/", 0) == 0;
+        if (named) bytes += static_cast<int64_t>(value.size());
+      }
+      const double shared_before = calls("ReadLeavesShared");
+      const double plain_before = calls("ReadLeaves");
+      int64_t last = 0, widest_step = 0;
+      core::ReadOptions watched;
+      watched.progress = [&](int64_t moved, int64_t) {
+        widest_step = std::max(widest_step, moved - last);
+        last = moved;
+      };
+      Bytes got;
+      dict.read(paths, got, watched);
+      const bool ringed = bytes > (int64_t{1} << 20);
+      EXPECT_EQ(calls("ReadLeavesShared") - shared_before, ringed ? 1 : 0)
+          << "round " << round << ", " << bytes << " bytes";
+      EXPECT_EQ(calls("ReadLeaves") - plain_before, ringed ? 0 : 1) << "round " << round;
+      if (ringed) EXPECT_LE(widest_step, int64_t{256} << 10) << "round " << round;
+      for (const auto& [path, value] : values) {
+        bool named = paths.empty();
+        for (const Key& p : paths) named |= path == p.str() || path.rfind(p.str() + "/", 0) == 0;
+        if (!named) continue;
+        EXPECT_EQ(got.at(path), value) << "round " << round << " leaf " << path;
+      }
+    }
+    tcp.drop(name);
+  }
+}
+
+// ReadLeavesShared by hand: a 2 MiB leaf through a 256 KiB span, so four
+// 64 KiB slots carry 32 chunks. The first four come before any release;
+// chunk k names slot k % 4 of the span and holds the leaf's bytes k, and a
+// slot keeps them until its chunk is released (chunk 1's slot still holds
+// chunk 1 once chunk 4 arrived), after which it carries chunk k + 4.
+TEST_F(E2eSharedMemorySpans, ReadChunksFillASlotAgainOnlyOnceReleased) {
+  const int64_t kLeaf = int64_t{2} << 20, kOffered = int64_t{256} << 10;
+  const int64_t kSlot = kOffered / 4;
+  std::mt19937 random(7);
+  const std::vector<char> value = RandomBytes(static_cast<size_t>(kLeaf), random);
+  core::Dict dict = core::Client(DaemonAddress()).open(name_);
+  dict.write({{Key("x"), DType::kUInt8, {256, kLeaf / 256}, value.data(), kLeaf}});
+  core::ShmArena::Span span = arena_->Take(static_cast<size_t>(kOffered));
+  ASSERT_TRUE(span);
+  grpc::ClientContext context;
+  auto stream = stub_->ReadLeavesShared(&context);
+  v1::ReadSharedRequest request;
+  request.mutable_request()->set_dict(name_);
+  *request.mutable_request()->mutable_shm_reply() = Span(arena_->token(), span.offset(), kOffered);
+  ASSERT_TRUE(stream->Write(request));
+  v1::ReadChunk chunk;
+  ASSERT_TRUE(stream->Read(&chunk));
+  ASSERT_EQ(chunk.kind_case(), v1::ReadChunk::kBegin);
+  ASSERT_TRUE(stream->Read(&chunk));
+  ASSERT_EQ(chunk.kind_case(), v1::ReadChunk::kHeader);
+  EXPECT_EQ(chunk.header().byte_size(), kLeaf);
+  std::vector<v1::ShmSpan> held;  // received, not yet released
+  int64_t received = 0, released = 0;
+  auto slot_holds = [&](const v1::ShmSpan& at, int64_t k) {
+    return std::memcmp(span.data() + (at.offset() - span.offset()),
+                       value.data() + k * kSlot, static_cast<size_t>(kSlot)) == 0;
+  };
+  while (received < kLeaf / kSlot) {
+    ASSERT_TRUE(stream->Read(&chunk)) << "after chunk " << received;
+    ASSERT_EQ(chunk.kind_case(), v1::ReadChunk::kShmData) << "chunk " << received + 1;
+    const v1::ShmSpan& at = chunk.shm_data();
+    EXPECT_EQ(at.region(), arena_->token());
+    EXPECT_EQ(at.offset(), span.offset() + (received % 4) * kSlot) << "chunk " << received + 1;
+    ASSERT_EQ(at.length(), kSlot);
+    EXPECT_TRUE(slot_holds(at, received)) << "chunk " << received + 1 << " holds other bytes";
+    held.push_back(at);
+    ++received;
+    if (received < 4) continue;  // four before any release
+    // The oldest held slot still holds its chunk: nothing overwrote it
+    // before its release.
+    EXPECT_TRUE(slot_holds(held.front(), released)) << "chunk " << released + 1;
+    held.erase(held.begin());
+    v1::ReadSharedRequest release;
+    release.set_chunks_released(++released);
+    ASSERT_TRUE(stream->Write(release));
+  }
+  EXPECT_FALSE(stream->Read(&chunk));
+  stream->WritesDone();
+  grpc::Status status = stream->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+// What ReadLeavesShared refuses, with nothing read: a first message that is
+// no request, a request that offers no span, a span of a region tdstored
+// does not hold (with the trailer that sends the client to the socket) or
+// outside the region, and a release out of order.
+TEST_F(E2eSharedMemorySpans, ReadLeavesSharedRefusesWhatItCannotServe) {
+  const int64_t kLeaf = int64_t{1} << 20;
+  std::vector<char> value(static_cast<size_t>(kLeaf), 5);
+  core::Client(DaemonAddress()).open(name_).write(
+      {{Key("x"), DType::kUInt8, {256, kLeaf / 256}, value.data(), kLeaf}});
+  const std::string token = arena_->token();
+  struct Case {
+    std::string name;
+    std::function<void(v1::ReadSharedRequest*)> first;
+    grpc::StatusCode code;
+    bool unknown_region = false;
+  };
+  const std::vector<Case> cases = {
+      {"a release first", [](v1::ReadSharedRequest* r) { r->set_chunks_released(1); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"no reply span", [&](v1::ReadSharedRequest* r) { r->mutable_request()->set_dict(name_); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {"an unknown region",
+       [&](v1::ReadSharedRequest* r) {
+         r->mutable_request()->set_dict(name_);
+         *r->mutable_request()->mutable_shm_reply() = Span(std::string(16, 'f'), 0, 256 << 10);
+       },
+       grpc::StatusCode::FAILED_PRECONDITION, true},
+      {"outside the region",
+       [&](v1::ReadSharedRequest* r) {
+         r->mutable_request()->set_dict(name_);
+         *r->mutable_request()->mutable_shm_reply() = Span(token, (1 << 20) - 100, 256 << 10);
+       },
+       grpc::StatusCode::OUT_OF_RANGE},
+  };
+  for (const Case& c : cases) {
+    grpc::ClientContext context;
+    auto stream = stub_->ReadLeavesShared(&context);
+    v1::ReadSharedRequest first;
+    c.first(&first);
+    stream->Write(first);
+    stream->WritesDone();
+    v1::ReadChunk chunk;
+    EXPECT_FALSE(stream->Read(&chunk)) << c.name;
+    grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_EQ(Trailer(context), c.unknown_region ? kShmUnknownRegion : "") << c.name;
+  }
+  // Four chunks come before any release; releasing the second first is
+  // refused.
+  core::ShmArena::Span span = arena_->Take(static_cast<size_t>(256 << 10));
+  ASSERT_TRUE(span);
+  grpc::ClientContext context;
+  auto stream = stub_->ReadLeavesShared(&context);
+  v1::ReadSharedRequest request;
+  request.mutable_request()->set_dict(name_);
+  *request.mutable_request()->mutable_shm_reply() = Span(token, span.offset(), 256 << 10);
+  ASSERT_TRUE(stream->Write(request));
+  v1::ReadChunk chunk;
+  int shm_chunks = 0;
+  while (shm_chunks < 4 && stream->Read(&chunk)) {
+    shm_chunks += chunk.kind_case() == v1::ReadChunk::kShmData;
+  }
+  ASSERT_EQ(shm_chunks, 4);
+  v1::ReadSharedRequest release;
+  release.set_chunks_released(2);
+  stream->Write(release);
+  stream->WritesDone();
+  while (stream->Read(&chunk)) {
+  }
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
 }
 
 }  // namespace

@@ -119,6 +119,53 @@ def test_writes_larger_than_the_region_stream_through_it(fresh_shm_addr, seed):
         td.drop()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_reads_larger_than_the_region_stream_through_it(fresh_shm_addr, seed):
+    # Written over the socket, read through a 2 MiB region: a read larger
+    # than the span it offers (1 MiB) streams through a ring cut from it
+    # (ReadLeavesShared). Leaves of several dtypes, whole, nested, all at
+    # once, and from four threads at once, against a TensorDict.
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    n = rng.randrange(3000, 12000)
+    mirror = TensorDict({
+        "wide": torch.randn(n, rng.randrange(200, 500), generator=gen),
+        "ints": torch.randint(-2**40, 2**40, (n, rng.randrange(1, 70)), generator=gen),
+        "small": torch.randn(n, 3, generator=gen),
+        "nest": {"half": torch.randn(n, 33, generator=gen).half(),
+                 "flags": torch.rand(n, rng.randrange(100, 400), generator=gen) < 0.5},
+    }, batch_size=[n])
+    writer = tdstore.Client(fresh_shm_addr, shared_memory_bytes=0)
+    client = tdstore.Client(fresh_shm_addr, shared_memory_bytes=2 << 20)
+    assert client.shares_memory()
+    TensorDictStore.from_dict(mirror, client=writer, name=f"read-ring-{seed}-{n}")
+    td = TensorDictStore.from_store(f"read-ring-{seed}-{n}", client=client)
+    try:
+        for key in ["wide", "ints", "small", ("nest", "half"), ("nest", "flags")]:
+            assert torch.equal(td[key], mirror[key]), f"seed {seed} {key}"
+        assert_td_equal(td["nest"].to_tensordict(), mirror["nest"])
+        assert_td_equal(td.to_tensordict(), mirror)
+        errors = []
+
+        def work(t):
+            try:
+                for i in range(4):
+                    key = ["wide", "ints", ("nest", "flags"), ("nest", "half")][(t + i) % 4]
+                    if not torch.equal(td[key], mirror[key]):
+                        errors.append((t, i, key))
+            except BaseException as err:  # report, don't lose it in the thread
+                errors.append((t, repr(err)))
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+    finally:
+        td.drop()
+
+
 def test_threads_sharing_one_region_each_get_their_own_bytes(fresh_shm_addr):
     # One client, one region: concurrent calls take spans of it side by side
     # (or the socket when it is full), and none sees another's bytes.

@@ -104,6 +104,10 @@ Client::Impl::Impl(std::string address_in, ClientOptions options_in)
       kWriteLeaves->c_str(), grpc::internal::RpcMethod::CLIENT_STREAMING, channel);
   write_leaves_shared_raw = std::make_unique<grpc::internal::RpcMethod>(
       kWriteLeavesShared->c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, channel);
+  static const std::string* const kReadLeavesShared = new std::string(
+      std::string("/") + v1::TdStore::service_full_name() + "/ReadLeavesShared");
+  read_leaves_shared_raw = std::make_unique<grpc::internal::RpcMethod>(
+      kReadLeavesShared->c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, channel);
   if (options.watch_schemas) schemas = std::make_unique<SchemaCopies>(this);
 }
 

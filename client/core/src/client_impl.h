@@ -69,10 +69,14 @@ struct Client::Impl {
   // ClientOptions::shared_memory_bytes). After a failed lend, or a tdstored
   // that offers none, the next try is 30 s later; after a tdstored that
   // could not be asked, 1 s later.
-  // `*takes_chunks` (if given): whether the tdstored holding the region
-  // takes WriteLeavesShared (capability shared_memory_chunks), so a write
-  // larger than any span may stream through a few spans reused.
-  std::shared_ptr<ShmArena> SharedMemory(bool* takes_chunks = nullptr) const;
+  // `*rings` (if given): which calls the tdstored holding the region takes
+  // through a ring of a few spans reused, so that bytes larger than any
+  // span still cross through shared memory.
+  struct ShmRings {
+    bool write = false;  // WriteLeavesShared (capability shared_memory_chunks)
+    bool read = false;   // ReadLeavesShared (capability shared_memory_read_chunks)
+  };
+  std::shared_ptr<ShmArena> SharedMemory(ShmRings* rings = nullptr) const;
   // Stops using `arena` (if it is still the current one): its call ended
   // without tdstored's answer, or tdstored no longer holds it. The next
   // SharedMemory() lends a new region; with `back_off`, not before 30 s.
@@ -87,9 +91,10 @@ struct Client::Impl {
   std::unique_ptr<grpc::internal::RpcMethod> read_leaves_raw;
   std::unique_ptr<grpc::internal::RpcMethod> write_leaves_raw;
   std::unique_ptr<grpc::internal::RpcMethod> write_leaves_shared_raw;
+  std::unique_ptr<grpc::internal::RpcMethod> read_leaves_shared_raw;
   mutable std::mutex shm_mu;
   mutable std::shared_ptr<ShmArena> shm_arena;  // guarded by shm_mu
-  mutable bool shm_chunks = false;  // its tdstored's capability; guarded by shm_mu
+  mutable ShmRings shm_rings;  // its tdstored's capabilities; guarded by shm_mu
   mutable std::chrono::steady_clock::time_point shm_next_try;  // guarded by shm_mu
   // Watched schema copies (null when options.watch_schemas is off).
   // Declared last: its streams end before the stub and channel go.

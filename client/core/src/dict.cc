@@ -1,4 +1,6 @@
 // core::Dict: the calls on one dict.
+#include <algorithm>
+
 #include "client/core/src/client_impl.h"
 #include "client/core/src/convert.h"
 #include "client/core/src/handle.h"
@@ -109,8 +111,35 @@ int64_t Dict::write_counted(const std::vector<LeafData>& leaves, const WriteOpti
   return response.counted() ? response.count_value() : counter_add(counter, add);
 }
 
+namespace {
+
+// The bytes a whole-leaf read of `paths` (each a leaf or a prefix; none:
+// every leaf) brings, as the trusted schema copy `info` has the leaves.
+int64_t WholeReadBytes(const DictInfo& info, const std::vector<Key>& paths) {
+  int64_t total = 0;
+  for (const LeafMeta& leaf : info.leaves) {
+    const std::vector<std::string>& at = leaf.path.parts();
+    const bool named = paths.empty() || std::any_of(paths.begin(), paths.end(), [&](const Key& p) {
+                         return p.parts().size() <= at.size() &&
+                                std::equal(p.parts().begin(), p.parts().end(), at.begin());
+                       });
+    if (named) total += leaf.byte_size;
+  }
+  return total;
+}
+
+}  // namespace
+
 void Dict::read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options) const {
-  ReadLeaves(*impl_, name_, id_, paths, sink, options);
+  // How large the reply will be, where the schema copy says it for free:
+  // it decides whether the bytes may stream through a ring (ReadLeaves).
+  int64_t expected = -1;
+  if (options.index == nullptr) {
+    if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
+      expected = WholeReadBytes(*info, paths);
+    }
+  }
+  ReadLeaves(*impl_, name_, id_, paths, sink, options, expected);
 }
 
 

@@ -177,27 +177,35 @@ ShmArena::Span TakeRing(ShmArena& arena) {
 
 // ---- ReadLeaves -------------------------------------------------------------
 
-// A ReadLeaves call that is cancelled and drained if it is left early
-// (a malformed stream, a nested path in get()).
+// A ReadLeaves or ReadLeavesShared call that is cancelled and drained if
+// it is left early (a malformed stream, a nested path in get()).
 struct ReadStream {
   grpc::ClientContext context;
   // Raw frames: a data chunk's bytes are copied once, from gRPC's slices
   // straight into the sink's memory, instead of into a ReadChunk first
   // (tdstore/v1/data_frames.h).
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader;
+  // Or ReadLeavesShared, to which each shm_data chunk is released.
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> shared;
   bool finished = false;
 
+  bool Read(grpc::ByteBuffer* frame) { return reader ? reader->Read(frame) : shared->Read(frame); }
   grpc::Status Finish() {
     finished = true;
-    return reader->Finish();
+    if (reader) return reader->Finish();
+    shared->WritesDone();
+    return shared->Finish();
   }
   ~ReadStream() {
-    if (reader && !finished) {
-      context.TryCancel();
-      grpc::ByteBuffer ignored;
-      while (reader->Read(&ignored)) {
-      }
+    if (finished || (!reader && !shared)) return;
+    context.TryCancel();
+    grpc::ByteBuffer ignored;
+    while (Read(&ignored)) {
+    }
+    if (reader) {
       reader->Finish();
+    } else {
+      shared->Finish();
     }
   }
 };
@@ -246,12 +254,24 @@ bool SeenBefore(std::vector<Key>& seen, const Key& path) {
 
 // One attempt at a read. Returns the server's final status, having fed the
 // sink when it is OK; throws for a stream that does not add up.
-// `reply`: the span offered in request.shm_reply, if any.
+// `reply`: the span offered in request.shm_reply, if any. `through_ring`:
+// as ReadLeavesShared, whose shm_data chunks are copied out of the reply
+// span and released one by one, in order, each right after its copy.
 grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& request,
                       const ReadOptions& options, ReadStream& stream, ReadSink& sink,
-                      const ShmArena::Span& reply) {
-  stream.reader.reset(grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-      impl.channel.get(), *impl.read_leaves_raw, &stream.context, request));
+                      const ShmArena::Span& reply, bool through_ring) {
+  if (through_ring) {
+    stream.shared.reset(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+            impl.channel.get(), *impl.read_leaves_shared_raw, &stream.context));
+    v1::ReadSharedRequest first;
+    *first.mutable_request() = request;
+    // A refused write means the call already ended: Read and Finish say how.
+    stream.shared->Write(wire::MessageFrame(first));
+  } else {
+    stream.reader.reset(grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+        impl.channel.get(), *impl.read_leaves_raw, &stream.context, request));
+  }
   const Key* exact_leaf = options.exact_leaf;
 
   // The next frame: its data pieces if it is a data chunk, else parsed.
@@ -260,7 +280,7 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
   std::optional<std::vector<std::string_view>> pieces;
   v1::ReadChunk chunk;
   auto next = [&]() -> bool {
-    if (!stream.reader->Read(&frame)) return false;
+    if (!stream.Read(&frame)) return false;
     chunk.Clear();
     slices.clear();
     if (!frame.Dump(&slices).ok()) DataLoss("a frame that cannot be read");
@@ -292,6 +312,7 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
   int64_t expected = -1;
   int64_t received = 0;
   int64_t moved = 0;  // all leaves, for progress
+  int64_t released = 0;  // shm_data chunks copied out
   auto check_complete = [&] {
     if (expected >= 0 && received != expected) {
       DataLoss("leaf '" + path.str() + "' ended after " + std::to_string(received) + " of " +
@@ -359,6 +380,17 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
         on_data(chunk.data());
         if (options.progress) options.progress(moved, -1);
         break;
+      case v1::ReadChunk::kShmData: {
+        if (!stream.shared) DataLoss("a shm_data chunk on ReadLeaves");
+        on_data(shm_bytes(chunk.shm_data()));
+        if (options.progress) options.progress(moved, -1);
+        // Copied out: tdstored may fill its slot again. A refused write
+        // means the call ended; the status says how.
+        v1::ReadSharedRequest release;
+        release.set_chunks_released(++released);
+        stream.shared->Write(wire::MessageFrame(release));
+        break;
+      }
       case v1::ReadChunk::kBegin:
       case v1::ReadChunk::kSmall:
         DataLoss("a second ReadBegin");
@@ -605,11 +637,11 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
   Retrier retry(impl.options);
   for (;;) {
     if (safety == Retrier::kOnlyIfNothingApplied) impl.AwaitConnected(retry);
-    bool takes_chunks = false;
-    std::shared_ptr<ShmArena> arena = shm_ok ? impl.SharedMemory(&takes_chunks) : nullptr;
+    Client::Impl::ShmRings rings;
+    std::shared_ptr<ShmArena> arena = shm_ok ? impl.SharedMemory(&rings) : nullptr;
     ShmArena::Span span = arena ? arena->Take(static_cast<size_t>(laid_out)) : ShmArena::Span();
     // Too large for one span (or the region is busy): a ring of spans.
-    ShmArena::Span ring = arena && !span && takes_chunks ? TakeRing(*arena) : ShmArena::Span();
+    ShmArena::Span ring = arena && !span && rings.write ? TakeRing(*arena) : ShmArena::Span();
     if (!span && !ring) arena = nullptr;
     WriteStream stream;
     impl.Prepare(&stream.context, retry.deadline());
@@ -635,8 +667,8 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
 }
 
 void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
-                const std::vector<Key>& paths,
-                ReadSink& sink, const ReadOptions& options) {
+                const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options,
+                int64_t expected_bytes) {
   v1::ReadLeavesRequest request;
   request.set_dict(dict);
   request.set_dict_id(dict_id);
@@ -653,10 +685,16 @@ void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::st
     // A reply span: the longest free run of the arena, up to half of it,
     // so that concurrent reads (read-ahead) each find room. Not worth it
     // below what one small message carries.
-    std::shared_ptr<ShmArena> arena = shm_ok ? impl.SharedMemory() : nullptr;
+    Client::Impl::ShmRings rings;
+    std::shared_ptr<ShmArena> arena = shm_ok ? impl.SharedMemory(&rings) : nullptr;
     ShmArena::Span reply = arena ? arena->TakeUpTo(arena->size() / 2) : ShmArena::Span();
     if (reply && reply.size() <= kMaxSmallStreamBytes) reply = ShmArena::Span();
     if (!reply) arena = nullptr;
+    // A reply expected not to fit the span streams through a ring cut from
+    // it. Only then: ReadLeavesShared is served on the sync API, one thread
+    // hand-off more than ReadLeaves for a small read (read_leaves_reactor.h).
+    const bool through_ring =
+        reply && rings.read && expected_bytes > static_cast<int64_t>(reply.size());
     if (reply) {
       v1::ShmSpan* span = request.mutable_shm_reply();
       span->set_region(reply.arena().token());
@@ -667,9 +705,16 @@ void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::st
     }
     ReadStream stream;
     impl.Prepare(&stream.context, retry.deadline());
-    grpc::Status status = ReadOnce(impl, request, options, stream, sink, reply);
+    grpc::Status status = ReadOnce(impl, request, options, stream, sink, reply, through_ring);
     if (stream.finished) RaiseSchemaFloor(impl.address, stream.context);
     if (status.ok()) return;
+    if (through_ring && status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      // As for a write's ring (WriteLeaves): tdstored was replaced by one
+      // without ReadLeavesShared. Once more over the socket.
+      impl.RetireSharedMemory(arena.get());
+      shm_ok = false;
+      continue;
+    }
     if (AfterShmCall(impl, arena.get(), status, stream.context)) {
       shm_ok = false;  // nothing was read: once more, over the socket
       continue;

@@ -35,10 +35,14 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
                                     const RingAppend* ring = nullptr,
                                     const CountAfter* count = nullptr);
 
-// Dict::read (core.h).
+// Dict::read (core.h). `expected_bytes`: what the reply is expected to
+// carry (from the schema copy; -1: not known). A reply expected not to fit
+// the reply span crosses through a ring of its slots (ReadLeavesShared)
+// where tdstored takes one; any other read, whatever its size, is served
+// by ReadLeaves, through the span when it fits and the socket otherwise.
 void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::string& dict_id,
-                const std::vector<Key>& paths,
-                ReadSink& sink, const ReadOptions& options);
+                const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options,
+                int64_t expected_bytes = -1);
 
 // The largest request or first stream message the client sends
 // (common/protocol_limits.h): an index with more positions than fit is

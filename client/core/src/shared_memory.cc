@@ -25,14 +25,14 @@ std::string UnixPath(const std::string& address) {
 
 }  // namespace
 
-std::shared_ptr<ShmArena> Client::Impl::SharedMemory(bool* takes_chunks) const {
-  if (takes_chunks != nullptr) *takes_chunks = false;
+std::shared_ptr<ShmArena> Client::Impl::SharedMemory(ShmRings* rings) const {
+  if (rings != nullptr) *rings = ShmRings();
   if (options.shared_memory_bytes <= 0) return nullptr;
   const std::string grpc_path = UnixPath(address);
   if (grpc_path.empty()) return nullptr;
   std::lock_guard<std::mutex> lock(shm_mu);
   if (shm_arena != nullptr && shm_arena->owner() == getpid() && shm_arena->alive()) {
-    if (takes_chunks != nullptr) *takes_chunks = shm_chunks;
+    if (rings != nullptr) *rings = shm_rings;
     return shm_arena;
   }
   shm_arena = nullptr;
@@ -68,8 +68,12 @@ std::shared_ptr<ShmArena> Client::Impl::SharedMemory(bool* takes_chunks) const {
         ShmArena::Lend(path, static_cast<size_t>(options.shared_memory_bytes), &why);
     if (shm_arena != nullptr) {
       shm_next_try = {};
-      shm_chunks = std::find(caps.begin(), caps.end(), kSharedMemoryChunksCapability) != caps.end();
-      if (takes_chunks != nullptr) *takes_chunks = shm_chunks;
+      auto named = [&](const char* capability) {
+        return std::find(caps.begin(), caps.end(), capability) != caps.end();
+      };
+      shm_rings.write = named(kSharedMemoryChunksCapability);
+      shm_rings.read = named(kSharedMemoryReadChunksCapability);
+      if (rings != nullptr) *rings = shm_rings;
       return shm_arena;
     }
   }
