@@ -350,6 +350,9 @@ absl::Status ReadStream::DataThroughRing(std::string_view bytes) {
     if (chunks_sent_ >= kReadRingSlots) {
       if (auto s = releases_->Await(chunks_sent_ - kReadRingSlots + 1); !s.ok()) return s;
     }
+    // A client that went away may have given the span back already (its
+    // cancel does not wait for this handler): write nothing more into it.
+    if (ctx_->IsCancelled()) return absl::CancelledError("client went away");
     const int64_t slot_at = (chunks_sent_ % kReadRingSlots) * slot_bytes_;
     std::memcpy(reply_span_.data + slot_at, bytes.data() + at, n);
     out_.Clear();

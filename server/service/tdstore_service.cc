@@ -642,8 +642,9 @@ namespace {
 // ReadLeavesShared's side of the sync stream: messages out, releases in.
 class SharedReadStream final : public FrameWriter, public ChunkReleases {
  public:
-  explicit SharedReadStream(grpc::ServerReaderWriter<v1::ReadChunk, v1::ReadSharedRequest>* stream)
-      : stream_(stream) {}
+  SharedReadStream(grpc::ServerReaderWriter<v1::ReadChunk, v1::ReadSharedRequest>* stream,
+                   StreamGuard::Lease& lease)
+      : stream_(stream), lease_(lease) {}
 
   bool WriteMessage(const v1::ReadChunk& message, grpc::WriteOptions options) override {
     return stream_->Write(message, options);
@@ -657,10 +658,13 @@ class SharedReadStream final : public FrameWriter, public ChunkReleases {
            stream_->Write(message, options);
   }
 
+  // Releases come one message each, in order (the client sends release k
+  // only after chunk k arrived, so none can pass what was sent).
   absl::Status Await(int64_t n) override {
     while (released_ < n) {
       v1::ReadSharedRequest message;
       if (!stream_->Read(&message)) return absl::CancelledError("client went away");
+      lease_.Touch();
       if (message.kind_case() != v1::ReadSharedRequest::kChunksReleased ||
           message.chunks_released() != released_ + 1) {
         return absl::InvalidArgumentError(
@@ -674,6 +678,7 @@ class SharedReadStream final : public FrameWriter, public ChunkReleases {
 
  private:
   grpc::ServerReaderWriter<v1::ReadChunk, v1::ReadSharedRequest>* const stream_;
+  StreamGuard::Lease& lease_;
   int64_t released_ = 0;
 };
 
@@ -681,56 +686,74 @@ class SharedReadStream final : public FrameWriter, public ChunkReleases {
 
 grpc::Status TdStoreService::ReadLeavesShared(
     grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::ReadChunk, v1::ReadSharedRequest>* stream) {
-  v1::ReadSharedRequest first;
-  if (!stream->Read(&first)) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "ReadLeavesShared: no request");
-  }
-  if (first.kind_case() != v1::ReadSharedRequest::kRequest) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "ReadLeavesShared: the first message must be the request");
-  }
-  if (!first.request().has_shm_reply()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "ReadLeavesShared: the request offers no reply span (shm_reply)");
-  }
-  SharedReadStream shared(stream);
-  std::unique_ptr<StreamGuard::Lease> lease;
-  return ServeReadLeaves(ctx, first.request(), shared, &lease, &shared);
+  // The dict is named by the stream's first message, read under the
+  // stream's lease (its idle timeout, the stream limit), as WriteLeaves'.
+  return Serve(ctx, {}, [&](const Grant* grant, Sighting& seen) {
+    auto lease = streams_.Enter(ctx);
+    if (!lease.ok()) return ToGrpc(lease.status());
+    v1::ReadSharedRequest first;
+    if (!stream->Read(&first)) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "ReadLeavesShared: no request");
+    }
+    (*lease)->Touch();
+    if (first.kind_case() != v1::ReadSharedRequest::kRequest) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "ReadLeavesShared: the first message must be the request");
+    }
+    const v1::ReadLeavesRequest& request = first.request();
+    if (!request.has_shm_reply()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "ReadLeavesShared: the request offers no reply span (shm_reply)");
+    }
+    if (auto s = Admit(grant, request.dict(), Access::kRead); !s.ok()) return s;
+    seen.dict = request.dict();
+    seen.dict_id = request.dict_id();
+    if (auto s = CheckRequest(limits_, request); !s.ok()) return ToGrpc(s);
+    SharedReadStream shared(stream, **lease);
+    return ReadAdmitted(ctx, request, shared, **lease, &shared, seen);
+  });
 }
 
 grpc::Status TdStoreService::ServeReadLeaves(grpc::ServerContextBase* ctx,
                                              const v1::ReadLeavesRequest& request,
                                              FrameWriter& writer,
-                                             std::unique_ptr<StreamGuard::Lease>* kept,
-                                             ChunkReleases* releases) {
+                                             std::unique_ptr<StreamGuard::Lease>* kept) {
+  return Serve(ctx, {request.dict(), Access::kRead, request.dict_id()},
+               [&](const Grant*, Sighting& seen) {
+                 if (auto s = CheckRequest(limits_, request); !s.ok()) return ToGrpc(s);
+                 auto lease = streams_.Enter(ctx);
+                 if (!lease.ok()) return ToGrpc(lease.status());
+                 *kept = *std::move(lease);  // the reactor keeps it until the call is done
+                 return ReadAdmitted(ctx, request, writer, **kept, nullptr, seen);
+               });
+}
+
+grpc::Status TdStoreService::ReadAdmitted(grpc::ServerContextBase* ctx,
+                                          const v1::ReadLeavesRequest& request,
+                                          FrameWriter& writer, StreamGuard::Lease& lease,
+                                          ChunkReleases* releases, Sighting& seen) {
   const v1::ReadLeavesRequest* req = &request;
-  return Serve(ctx, {req->dict(), Access::kRead, req->dict_id()}, [&](const Grant*, Sighting& seen) {
-    if (auto s = CheckRequest(limits_, *req); !s.ok()) return ToGrpc(s);
-    auto lease = streams_.Enter(ctx);
-    if (!lease.ok()) return ToGrpc(lease.status());
-    *kept = *std::move(lease);  // the reactor keeps it until the call is done
-    auto paths = PathsFromProto(req->paths());
-    if (!paths.ok()) return ToGrpc(paths.status());
-    // A SmallRead only for a client that said it reads one: to any other
-    // it would look like an empty stream (docs/protocol.md, "Compatibility").
-    const bool small_read = std::find(req->accepts().begin(), req->accepts().end(),
-                                      v1::FRAME_SMALL_READ) != req->accepts().end();
-    // A reply span that names no region tdstored holds fails the call (the
-    // client lends a new one or reads over the socket): nothing was read.
-    shm::Span reply_span;
-    if (req->has_shm_reply()) {
-      auto span = ResolveShmSpan(ctx, shm_regions_, req->shm_reply());
-      if (!span.ok()) return ToGrpc(span.status());
-      reply_span = *std::move(span);
-    }
-    ReadStream stream(ctx, &writer, **kept, small_read, std::move(reply_span),
-                      req->has_shm_reply() ? &req->shm_reply() : nullptr, releases);
-    if (!req->has_index()) return ToGrpc(ReadWhole(*req, *paths, stream));
-    std::optional<store::SchemaVersionSeen> after;
-    absl::Status read = ReadIndexed(*req, *paths, stream, &after);
-    if (read.ok()) seen.SawAfter(after);
-    return ToGrpc(read);
-  });
+  auto paths = PathsFromProto(req->paths());
+  if (!paths.ok()) return ToGrpc(paths.status());
+  // A SmallRead only for a client that said it reads one: to any other
+  // it would look like an empty stream (docs/protocol.md, "Compatibility").
+  const bool small_read = std::find(req->accepts().begin(), req->accepts().end(),
+                                    v1::FRAME_SMALL_READ) != req->accepts().end();
+  // A reply span that names no region tdstored holds fails the call (the
+  // client lends a new one or reads over the socket): nothing was read.
+  shm::Span reply_span;
+  if (req->has_shm_reply()) {
+    auto span = ResolveShmSpan(ctx, shm_regions_, req->shm_reply());
+    if (!span.ok()) return ToGrpc(span.status());
+    reply_span = *std::move(span);
+  }
+  ReadStream stream(ctx, &writer, lease, small_read, std::move(reply_span),
+                    req->has_shm_reply() ? &req->shm_reply() : nullptr, releases);
+  if (!req->has_index()) return ToGrpc(ReadWhole(*req, *paths, stream));
+  std::optional<store::SchemaVersionSeen> after;
+  absl::Status read = ReadIndexed(*req, *paths, stream, &after);
+  if (read.ok()) seen.SawAfter(after);
+  return ToGrpc(read);
 }
 
 absl::Status TdStoreService::ReadWhole(const v1::ReadLeavesRequest& req,

@@ -175,10 +175,14 @@ class TdStoreService final
                             std::optional<store::SchemaVersionSeen>* version_after);
   // ReadLeaves' body, on whichever thread the reactor runs it: frames to
   // `out`; the call's stream lease into `*lease`, for the reactor to keep.
-  // `releases`: ReadLeavesShared's (null on ReadLeaves).
   grpc::Status ServeReadLeaves(grpc::ServerContextBase* ctx, const v1::ReadLeavesRequest& request,
-                               FrameWriter& out, std::unique_ptr<StreamGuard::Lease>* lease,
-                               ChunkReleases* releases = nullptr);
+                               FrameWriter& out, std::unique_ptr<StreamGuard::Lease>* lease);
+  struct Sighting;
+  // Both read calls, once admitted and holding their stream lease: the
+  // read itself. `releases`: ReadLeavesShared's (null on ReadLeaves).
+  grpc::Status ReadAdmitted(grpc::ServerContextBase* ctx, const v1::ReadLeavesRequest& request,
+                            FrameWriter& out, StreamGuard::Lease& lease,
+                            ChunkReleases* releases, Sighting& seen);
   // The forms of ReadLeaves.
   absl::Status ReadWhole(const v1::ReadLeavesRequest& req, const std::vector<LeafPath>& paths,
                          ReadStream& stream);

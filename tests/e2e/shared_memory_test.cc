@@ -964,5 +964,43 @@ TEST_F(E2eSharedMemorySpans, ReadLeavesSharedRefusesWhatItCannotServe) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
 }
 
+// A read left mid-ring: get() of a nested path stops at ReadBegin (two
+// leaves, not one) while tdstored may still be filling slots of the span.
+// That span must never carry another call's bytes, so the client stops
+// using its region, as after a call without an answer: every write made
+// right after, through the same client, is exactly what it wrote. (The
+// race it guards is narrow: tdstored stops at four slots without a
+// release, and checks for the cancel before each; so this can only fail,
+// and rarely, if the span were handed on.)
+TEST(E2eSharedMemory, AReadLeftMidRingNeverLendsItsSpanToTheNextCall) {
+  core::Client ring(DaemonUnixAddress(), WithShm(2 << 20));
+  core::Client tcp(DaemonAddress());
+  ASSERT_TRUE(ring.shares_memory());
+  const std::string name = UniqueDictName();
+  core::Dict dict = ring.create(name, {256});
+  std::mt19937 random(41);
+  std::vector<char> a = RandomBytes(1 << 20, random), b = RandomBytes(1 << 20, random);
+  dict.write({{Key({"n", "a"}), DType::kUInt8, {256, 4096}, a.data(), 1 << 20},
+              {Key({"n", "b"}), DType::kUInt8, {256, 4096}, b.data(), 1 << 20}});
+  for (int round = 0; round < 20; ++round) {
+    const Key nested("n");
+    core::ReadOptions get;
+    get.exact_leaf = &nested;
+    Bytes got;
+    try {
+      dict.read({nested}, got, get);
+      ADD_FAILURE() << "get() of a nested dict read it";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.what();
+    }
+    std::vector<char> w = RandomBytes(512 << 10, random);
+    dict.write({{Key("w"), DType::kUInt8, {256, 2048}, w.data(), 512 << 10}});
+    Bytes back;
+    tcp.open(name).read({Key("w")}, back);
+    ASSERT_EQ(back.at("w"), w) << "round " << round << ": the write took another call's bytes";
+  }
+  ring.drop(name);
+}
+
 }  // namespace
 }  // namespace tdstore::testing

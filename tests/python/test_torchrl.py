@@ -568,3 +568,28 @@ def test_init_and_the_rows_attribute_as_in_lazy_tensor_storage(addr, ndim):
         assert torch.equal(ours.get([0, 2]).a, rows.a[[0, 2]])
     finally:
         ours.store.drop()
+
+
+def test_a_new_buffers_first_extend_connects_once(addr, monkeypatch):
+    # Its first write opens the dict (another process may have made it) and,
+    # finding none, creates it: both through one Client of the storage's,
+    # not one each. Then a second extend and a sample make none.
+    made = []
+    real_init = tdstore.Client.__init__
+
+    def counting_init(self, *args, **kwargs):
+        made.append(args)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(tdstore.Client, "__init__", counting_init)
+    rb = ReplayBuffer(storage=TdStoreStorage(100, addr=addr), batch_size=8)
+    data = TensorDict({"obs": torch.randn(10, 3)}, [10])
+    try:
+        rb.extend(data)
+        assert len(made) == 1
+        rb.extend(data)
+        assert rb.sample().shape == torch.Size([8])
+        assert len(made) == 1
+        assert torch.equal(rb.storage.get(torch.arange(20))["obs"], torch.cat([data["obs"]] * 2))
+    finally:
+        rb.storage.store.drop()

@@ -383,12 +383,13 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
       case v1::ReadChunk::kShmData: {
         if (!stream.shared) DataLoss("a shm_data chunk on ReadLeaves");
         on_data(shm_bytes(chunk.shm_data()));
-        if (options.progress) options.progress(moved, -1);
-        // Copied out: tdstored may fill its slot again. A refused write
-        // means the call ended; the status says how.
+        // Copied out: tdstored may fill its slot again, at once (before
+        // the progress callback, which may be slow). A refused write means
+        // the call ended; the status says how.
         v1::ReadSharedRequest release;
         release.set_chunks_released(++released);
         stream.shared->Write(wire::MessageFrame(release));
+        if (options.progress) options.progress(moved, -1);
         break;
       }
       case v1::ReadChunk::kBegin:
@@ -705,7 +706,17 @@ void ReadLeaves(const Client::Impl& impl, const std::string& dict, const std::st
     }
     ReadStream stream;
     impl.Prepare(&stream.context, retry.deadline());
-    grpc::Status status = ReadOnce(impl, request, options, stream, sink, reply, through_ring);
+    grpc::Status status;
+    try {
+      status = ReadOnce(impl, request, options, stream, sink, reply, through_ring);
+    } catch (...) {
+      // Left mid-stream (a reply that does not add up, a nested path in
+      // get(), the sink or the progress callback throwing): a ring's
+      // handler may still be filling slots after the cancel, so the span
+      // must never be reused, as after any call without an answer.
+      if (through_ring && !stream.finished) impl.RetireSharedMemory(arena.get());
+      throw;
+    }
     if (stream.finished) RaiseSchemaFloor(impl.address, stream.context);
     if (status.ok()) return;
     if (through_ring && status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {

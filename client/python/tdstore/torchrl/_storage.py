@@ -14,7 +14,7 @@ from tensordict import TensorDict, is_tensor_collection
 from torch.utils._pytree import tree_map
 from torchrl.data.replay_buffers.storages import Storage, StoreStorage, TensorStorage
 
-from .._connect import split_options
+from .._connect import client_for, split_options
 from .._errors import AlreadyExistsError, NotFoundError
 from .._store import TensorDictStore
 from . import _conditional
@@ -90,6 +90,7 @@ class TdStoreStorage(StoreStorage):
         self._addr = addr
         self._device = device
         self._options = options
+        self._client = None  # _connection()
         self._store: TensorDictStore | None = None
         self._full = False  # seen full: no length to ask for (until _empty)
 
@@ -191,6 +192,14 @@ class TdStoreStorage(StoreStorage):
         stored, _ = as_stored(data, self.ndim - 1 + first)
         return _dim0_rows(self._asked_max_size, stored.batch_size[first:first + self.ndim - 1])
 
+    def _connection(self):
+        """The one tdstore Client this storage opens and creates its dict
+        with, made on first use: a new buffer's first write, which may try
+        both, connects once."""
+        if self._client is None:
+            self._client = client_for(self._addr, None, self._options)
+        return self._client
+
     def _opened(self, create_tail=None) -> TensorDictStore | None:
         """The dict, opened by name on first use. With ``create_tail`` (the
         batch dims after dim 0 of the rows being written: storage dims, then
@@ -206,17 +215,17 @@ class TdStoreStorage(StoreStorage):
             inner = create_tail[:self.ndim - 1]
             batch = [_dim0_rows(self._asked_max_size, inner), *create_tail]
             try:
-                store = TensorDictStore(batch_size=batch, addr=self._addr, name=self._name,
-                                        device=self._device, layout=self._layout,
-                                        **self._options)
+                store = TensorDictStore(batch_size=batch, client=self._connection(),
+                                        name=self._name, device=self._device,
+                                        layout=self._layout)
             except AlreadyExistsError:  # another process made it
                 if not self._existsok:
                     raise ValueError(f"tdstore dict {self._name!r} exists, and this storage "
                                      "was made with existsok=False") from None
         if store is None:
             try:
-                store = TensorDictStore.from_store(self._name, addr=self._addr,
-                                                   device=self._device, **self._options)
+                store = TensorDictStore.from_store(self._name, client=self._connection(),
+                                                   device=self._device)
             except NotFoundError:
                 if create_tail is None:
                     return None
@@ -553,7 +562,9 @@ class TdStoreStorage(StoreStorage):
             raise ValueError(f"state_dict is of a storage of ndim={state_dict.get('ndim', 1)}, "
                              f"not {self.ndim}")
         self._name = state_dict["name"]
-        self._addr = state_dict.get("addr", self._addr)
+        if state_dict.get("addr", self._addr) != self._addr:
+            self._addr = state_dict["addr"]
+            self._client = None  # of the old address
         self._store = None
         self._full = False
         self._rows_read = (-1.0, 0)
