@@ -241,6 +241,18 @@ class E2eSharedMemorySpans : public ::testing::Test {
     span.set_length(length);
     return span;
   }
+  // A ReadLeavesShared call of the fixture's dict whose request (sent)
+  // offers all of `span`, a span of arena_.
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ReadSharedRequest, v1::ReadChunk>> OpenSharedRead(
+      grpc::ClientContext* context, const core::ShmArena::Span& span) {
+    auto stream = stub_->ReadLeavesShared(context);
+    v1::ReadSharedRequest request;
+    request.mutable_request()->set_dict(name_);
+    *request.mutable_request()->mutable_shm_reply() =
+        Span(arena_->token(), span.offset(), static_cast<int64_t>(span.size()));
+    EXPECT_TRUE(stream->Write(request));
+    return stream;
+  }
   static std::string Trailer(const grpc::ClientContext& context) {
     auto it = context.GetServerTrailingMetadata().find(kShmMetadataKey);
     return it == context.GetServerTrailingMetadata().end()
@@ -849,11 +861,7 @@ TEST_F(E2eSharedMemorySpans, ReadChunksFillASlotAgainOnlyOnceReleased) {
   core::ShmArena::Span span = arena_->Take(static_cast<size_t>(kOffered));
   ASSERT_TRUE(span);
   grpc::ClientContext context;
-  auto stream = stub_->ReadLeavesShared(&context);
-  v1::ReadSharedRequest request;
-  request.mutable_request()->set_dict(name_);
-  *request.mutable_request()->mutable_shm_reply() = Span(arena_->token(), span.offset(), kOffered);
-  ASSERT_TRUE(stream->Write(request));
+  auto stream = OpenSharedRead(&context, span);
   v1::ReadChunk chunk;
   ASSERT_TRUE(stream->Read(&chunk));
   ASSERT_EQ(chunk.kind_case(), v1::ReadChunk::kBegin);
@@ -943,11 +951,7 @@ TEST_F(E2eSharedMemorySpans, ReadLeavesSharedRefusesWhatItCannotServe) {
   core::ShmArena::Span span = arena_->Take(static_cast<size_t>(256 << 10));
   ASSERT_TRUE(span);
   grpc::ClientContext context;
-  auto stream = stub_->ReadLeavesShared(&context);
-  v1::ReadSharedRequest request;
-  request.mutable_request()->set_dict(name_);
-  *request.mutable_request()->mutable_shm_reply() = Span(token, span.offset(), 256 << 10);
-  ASSERT_TRUE(stream->Write(request));
+  auto stream = OpenSharedRead(&context, span);
   v1::ReadChunk chunk;
   int shm_chunks = 0;
   while (shm_chunks < 4 && stream->Read(&chunk)) {

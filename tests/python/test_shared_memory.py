@@ -31,6 +31,25 @@ def test_a_unix_client_shares_memory_unless_told_not_to(addr, fresh_shm_addr):
         tdstore.Client(fresh_shm_addr, shared_memory=True)
 
 
+def _in_threads(work, n=4):
+    """Runs ``work(t, errors)`` in ``n`` threads at once; returns ``errors``:
+    what they appended, and what any of them raised (not lost in a thread)."""
+    errors = []
+
+    def run(t):
+        try:
+            work(t, errors)
+        except BaseException as err:  # report, don't lose it in the thread
+            errors.append((t, repr(err)))
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
 def _random_td(n, gen):
     return TensorDict({
         "obs": torch.randn(n, 64, generator=gen),
@@ -145,23 +164,14 @@ def test_reads_larger_than_the_region_stream_through_it(fresh_shm_addr, seed):
             assert torch.equal(td[key], mirror[key]), f"seed {seed} {key}"
         assert_td_equal(td["nest"].to_tensordict(), mirror["nest"])
         assert_td_equal(td.to_tensordict(), mirror)
-        errors = []
 
-        def work(t):
-            try:
-                for i in range(4):
-                    key = ["wide", "ints", ("nest", "flags"), ("nest", "half")][(t + i) % 4]
-                    if not torch.equal(td[key], mirror[key]):
-                        errors.append((t, i, key))
-            except BaseException as err:  # report, don't lose it in the thread
-                errors.append((t, repr(err)))
+        def work(t, errors):
+            for i in range(4):
+                key = ["wide", "ints", ("nest", "flags"), ("nest", "half")][(t + i) % 4]
+                if not torch.equal(td[key], mirror[key]):
+                    errors.append((t, i, key))
 
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        assert _in_threads(work) == []
     finally:
         td.drop()
 
@@ -172,27 +182,18 @@ def test_threads_sharing_one_region_each_get_their_own_bytes(fresh_shm_addr):
     client = tdstore.Client(fresh_shm_addr, shared_memory_bytes=4 << 20)
     rows = 64  # 1 MiB per leaf: the 4 MiB region holds three or four at once
     td = TensorDictStore(batch_size=[rows], client=client)
-    errors = []
 
-    def work(t):
-        try:
-            for i in range(15):
-                value = torch.full((rows, 4096), float(t * 100 + i))
-                td[f"t{t}"] = value
-                got = td[f"t{t}"]
-                if not torch.equal(got, value):
-                    errors.append((t, i, got.unique().tolist()))
-        except BaseException as err:  # report, don't lose it in the thread
-            errors.append((t, repr(err)))
+    def work(t, errors):
+        for i in range(15):
+            value = torch.full((rows, 4096), float(t * 100 + i))
+            td[f"t{t}"] = value
+            got = td[f"t{t}"]
+            if not torch.equal(got, value):
+                errors.append((t, i, got.unique().tolist()))
 
     try:
         assert client.shares_memory()
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        assert _in_threads(work, 6) == []
         for t in range(6):
             assert torch.equal(td[f"t{t}"], torch.full((rows, 4096), float(t * 100 + 14)))
     finally:
@@ -208,27 +209,18 @@ def test_threads_writing_more_than_the_region_each_stream_their_own_bytes(fresh_
     client = tdstore.Client(fresh_shm_addr, shared_memory_bytes=4 << 20)
     rows = 384  # [384, 4096] f32 = 6 MiB
     td = TensorDictStore(batch_size=[rows], client=client)
-    errors = []
 
-    def work(t):
-        try:
-            for i in range(6):
-                value = torch.arange(rows * 4096, dtype=torch.float32).reshape(rows, 4096)
-                value += t * 1e7 + i * 1e5
-                td[f"t{t}"] = value
-                got = td[f"t{t}"]
-                if not torch.equal(got, value):
-                    errors.append((t, i, (got != value).sum().item()))
-        except BaseException as err:  # report, don't lose it in the thread
-            errors.append((t, repr(err)))
+    def work(t, errors):
+        for i in range(6):
+            value = torch.arange(rows * 4096, dtype=torch.float32).reshape(rows, 4096)
+            value += t * 1e7 + i * 1e5
+            td[f"t{t}"] = value
+            got = td[f"t{t}"]
+            if not torch.equal(got, value):
+                errors.append((t, i, (got != value).sum().item()))
 
     try:
         assert client.shares_memory()
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        assert _in_threads(work) == []
     finally:
         td.drop()
