@@ -50,6 +50,13 @@ def _in_threads(work, n=4):
     return errors
 
 
+def _assert_the_socket_reads(td, mirror, addr):
+    """What went through shared memory is what a client of the socket reads."""
+    socket = TensorDictStore.from_store(td.name, client=tdstore.Client(
+        addr, shared_memory_bytes=0))
+    assert_td_equal(socket.to_tensordict(), mirror)
+
+
 def _random_td(n, gen):
     return TensorDict({
         "obs": torch.randn(n, 64, generator=gen),
@@ -92,10 +99,7 @@ def test_random_reads_and_writes_through_shared_memory_match_tensordict(fresh_sh
                 assert torch.equal(td[key], mirror[key]), where
             else:
                 assert_td_equal(td.to_tensordict(), mirror), where
-        # What went through shared memory is what the socket reads.
-        socket = TensorDictStore.from_store(td.name, client=tdstore.Client(
-            fresh_shm_addr, shared_memory_bytes=0))
-        assert_td_equal(socket.to_tensordict(), mirror)
+        _assert_the_socket_reads(td, mirror, fresh_shm_addr)
     finally:
         td.drop()
 
@@ -131,9 +135,7 @@ def test_writes_larger_than_the_region_stream_through_it(fresh_shm_addr, seed):
                 td[index] = rows
                 mirror[index] = rows
             assert torch.equal(td[key], mirror[key]), f"seed {seed} step {step} {key}"
-        socket = TensorDictStore.from_store(td.name, client=tdstore.Client(
-            fresh_shm_addr, shared_memory_bytes=0))
-        assert_td_equal(socket.to_tensordict(), mirror)
+        _assert_the_socket_reads(td, mirror, fresh_shm_addr)
     finally:
         td.drop()
 
