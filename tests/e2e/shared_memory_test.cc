@@ -889,9 +889,12 @@ TEST_F(E2eSharedMemorySpans, ReadChunksFillASlotAgainOnlyOnceReleased) {
     // before its release.
     EXPECT_TRUE(slot_holds(held.front(), released)) << "chunk " << released + 1;
     held.erase(held.begin());
+    // After the last chunk tdstored awaits no release and may have ended
+    // the call already, so a release then may find it closed.
+    if (received == kLeaf / kSlot) break;
     v1::ReadSharedRequest release;
     release.set_chunks_released(++released);
-    ASSERT_TRUE(stream->Write(release));
+    ASSERT_TRUE(stream->Write(release)) << "release " << released;
   }
   EXPECT_FALSE(stream->Read(&chunk));
   stream->WritesDone();
