@@ -777,7 +777,8 @@ TEST_F(E2eSharedMemorySpans, ChunksThatCannotBeUsedApplyNothing) {
 // so the read's progress moves by at most a slot, and tdstored counts the
 // call; one that fits the span is one ReadLeaves, as before. Random leaves
 // (some smaller than a slot, some not a multiple of it), written over TCP,
-// read whole, one leaf, and a nested prefix.
+// read whole, one leaf, a nested prefix, and rows by positions, a slice
+// and a mask.
 TEST_F(E2eSharedMemoryDaemon, ReadsLargerThanTheSpanStreamThroughARingCutFromIt) {
   StartDaemon({"--metrics-listen", "127.0.0.1:0"});
   auto calls = [&](const std::string& method) {
@@ -840,6 +841,47 @@ TEST_F(E2eSharedMemoryDaemon, ReadsLargerThanTheSpanStreamThroughARingCutFromIt)
         for (const Key& p : paths) named |= path == p.str() || path.rfind(p.str() + "/", 0) == 0;
         if (!named) continue;
         EXPECT_EQ(got.at(path), value) << "round " << round << " leaf " << path;
+      }
+    }
+    // Rows of every leaf by a one-term index (positions, a strided slice,
+    // a mask), some selections larger than the span and some not: the
+    // larger ones through the ring, each what the rows hold.
+    int64_t row_bytes = 0;
+    for (const auto& [path, value] : values) row_bytes += static_cast<int64_t>(value.size()) / rows;
+    for (int k = 0; k < 3; ++k) {
+      std::vector<int64_t> selected;
+      core::Index index;
+      if (k == 0) {
+        const int64_t n = 1 + static_cast<int64_t>(random() % rows);
+        for (int64_t i = 0; i < n; ++i) selected.push_back(static_cast<int64_t>(random() % rows));
+        index = {core::IndexTerm::Positions(selected, {n})};
+      } else if (k == 1) {
+        const int64_t start = static_cast<int64_t>(random() % 100), step = 1 + random() % 3;
+        for (int64_t r = start; r < rows; r += step) selected.push_back(r);
+        index = {core::IndexTerm::Of(Slice(start, std::nullopt, step))};
+      } else {
+        std::vector<bool> mask(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) {
+          mask[r] = random() % 4 != 0;
+          if (mask[r]) selected.push_back(r);
+        }
+        index = {core::IndexTerm::Mask(mask)};
+      }
+      const bool ringed = static_cast<int64_t>(selected.size()) * row_bytes > (int64_t{1} << 20);
+      const double shared_before = calls("ReadLeavesShared");
+      core::ReadOptions at;
+      at.index = &index;
+      Bytes got;
+      dict.read({}, got, at);
+      EXPECT_EQ(calls("ReadLeavesShared") - shared_before, ringed ? 1 : 0)
+          << "round " << round << " index " << k << ", " << selected.size() << " rows";
+      for (const auto& [path, value] : values) {
+        const int64_t cols = static_cast<int64_t>(value.size()) / rows;
+        std::vector<char> expected;
+        for (int64_t r : selected) {
+          expected.insert(expected.end(), value.begin() + r * cols, value.begin() + (r + 1) * cols);
+        }
+        EXPECT_EQ(got.at(path), expected) << "round " << round << " index " << k << " " << path;
       }
     }
     tcp.drop(name);

@@ -145,7 +145,8 @@ def test_reads_larger_than_the_region_stream_through_it(fresh_shm_addr, seed):
     # Written over the socket, read through a 2 MiB region: a read larger
     # than the span it offers (1 MiB) streams through a ring cut from it
     # (ReadLeavesShared). Leaves of several dtypes, whole, nested, all at
-    # once, and from four threads at once, against a TensorDict.
+    # once, rows by an index, and from four threads at once, against a
+    # TensorDict.
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     n = rng.randrange(3000, 12000)
@@ -166,6 +167,12 @@ def test_reads_larger_than_the_region_stream_through_it(fresh_shm_addr, seed):
             assert torch.equal(td[key], mirror[key]), f"seed {seed} {key}"
         assert_td_equal(td["nest"].to_tensordict(), mirror["nest"])
         assert_td_equal(td.to_tensordict(), mirror)
+        # Rows by one index, as a DataLoader batch reads them: positions, a
+        # slice, a mask, most of them larger than the span.
+        for index in [torch.randint(0, n, (rng.randrange(1, n),), generator=gen),
+                      slice(rng.randrange(0, 50), None, rng.randrange(1, 4)),
+                      torch.rand(n, generator=gen) < 0.7]:
+            assert_td_equal(td[index], mirror[index])
 
         def work(t, errors):
             for i in range(4):

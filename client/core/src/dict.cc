@@ -128,16 +128,58 @@ int64_t WholeReadBytes(const DictInfo& info, const std::vector<Key>& paths) {
   return total;
 }
 
+// The dim-0 rows an index of one term selects out of `rows`, as torch
+// counts them (a slice clamped to the dim, positions however many, a mask
+// its true entries); -1 for any other index, whose count is not worth
+// working out here. Bounds are tdstored's to check: an estimate only.
+int64_t RowsSelected(const Index& index, int64_t rows) {
+  if (index.size() != 1) return -1;
+  const IndexTerm& term = index[0];
+  switch (term.kind()) {
+    case IndexTerm::Kind::kInt:
+      return 1;
+    case IndexTerm::Kind::kPositions:
+      return static_cast<int64_t>(term.values().size());
+    case IndexTerm::Kind::kMask:
+      return std::count(term.mask().begin(), term.mask().end(), true);
+    case IndexTerm::Kind::kSlice: {
+      const Slice& slice = term.slice();
+      if (slice.step <= 0) return -1;
+      auto clamp = [&](std::optional<int64_t> at, int64_t otherwise) {
+        if (!at) return otherwise;
+        const int64_t from_end = *at < 0 ? *at + rows : *at;
+        return std::clamp<int64_t>(from_end, 0, rows);
+      };
+      const int64_t start = clamp(slice.start, 0), stop = clamp(slice.stop, rows);
+      return stop <= start ? 0 : (stop - start + slice.step - 1) / slice.step;
+    }
+    case IndexTerm::Kind::kEllipsis:
+      return rows;
+  }
+  return -1;
+}
+
+// What a read of `paths` at `index` (null: whole) brings, from the trusted
+// schema copy; -1 when that is not known.
+int64_t ExpectedReadBytes(const DictInfo& info, const std::vector<Key>& paths,
+                          const Index* index) {
+  const int64_t whole = WholeReadBytes(info, paths);
+  if (index == nullptr) return whole;
+  if (info.batch_size.empty() || info.batch_size[0] <= 0) return -1;
+  const int64_t rows = RowsSelected(*index, info.batch_size[0]);
+  // Every leaf's bytes are its dim-0 rows' (its shape starts with the
+  // batch dims).
+  return rows < 0 ? -1 : whole / info.batch_size[0] * rows;
+}
+
 }  // namespace
 
 void Dict::read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options) const {
   // How large the reply will be, where the schema copy says it for free:
   // it decides whether the bytes may stream through a ring (ReadLeaves).
   int64_t expected = -1;
-  if (options.index == nullptr) {
-    if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
-      expected = WholeReadBytes(*info, paths);
-    }
+  if (std::shared_ptr<const DictInfo> info = TrustedSchema()) {
+    expected = ExpectedReadBytes(*info, paths, options.index);
   }
   ReadLeaves(*impl_, name_, id_, paths, sink, options, expected);
 }

@@ -36,7 +36,8 @@ v1::WriteLeavesResponse WriteLeaves(const Client::Impl& impl, const std::string&
                                     const CountAfter* count = nullptr);
 
 // Dict::read (core.h). `expected_bytes`: what the reply is expected to
-// carry (from the schema copy; -1: not known). A reply expected not to fit
+// carry (from the schema copy, for a whole read or rows by one index
+// term; -1: not known). A reply expected not to fit
 // the reply span crosses through a ring of its slots (ReadLeavesShared)
 // where tdstored takes one; any other read, whatever its size, is served
 // by ReadLeaves, through the span when it fits and the socket otherwise.

@@ -149,9 +149,9 @@ struct ClientOptions {
   // whose bytes fit in a free span of it moves them through it instead of
   // the socket: one gRPC message each way, whatever the size. A write too
   // large for any span streams through a ring of up to 16 MiB of it,
-  // reused within the call (WriteLeavesShared), and so does a whole-leaf
-  // read that the schema copy (watch_schemas) says is larger than the span
-  // it can offer (ReadLeavesShared). Anything that cannot (a
+  // reused within the call (WriteLeavesShared), and so does a read (whole
+  // leaves, or rows by one index term) that the schema copy (watch_schemas)
+  // says is larger than the span it can offer (ReadLeavesShared). Anything that cannot (a
   // TCP address, a tdstored without it, a full region, lending refused)
   // uses the socket, with the same results. 0: never.
   int64_t shared_memory_bytes = int64_t{64} << 20;
