@@ -13,8 +13,9 @@
 //     memory leaves each value whole (never a mix of two writes, never
 //     older than a write it saw acknowledged), no pending keys, and no
 //     region mapped in tdstored;
-//   - regions that run out (--shm-max-bytes, a full arena) and a tdstored
-//     that restarted leave calls on the socket or on a new region, correct;
+//   - regions that run out (--shm-max-bytes, a full arena), a tdstored
+//     that restarted, and a client the shared-memory socket refuses by its
+//     permissions leave calls on the socket or on a new region, correct;
 //   - a write larger than the region streams through a ring of its spans
 //     (WriteLeavesShared): what it writes is what the socket writes, each
 //     chunk is released once, in order, before the next is read, so a
@@ -27,6 +28,7 @@
 // What tdstored refuses to map, and the arena's spans, are tested in
 // tests/server/shm_test.cc.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -542,6 +544,72 @@ TEST_F(E2eSharedMemoryDaemon, ARestartedDaemonForgetsRegionsAndCallsStillSucceed
     StartDaemon();
   }
   EXPECT_TRUE(client.shares_memory());
+}
+
+// A client the shared-memory socket refuses by its permissions: the socket
+// is owner and group only (0660, docs/security.md), so a user outside
+// tdstored's group who may still call it (here: its gRPC socket opened to
+// every user by the test, and the client run as nobody through setpriv)
+// cannot lend a region. Its calls go over the socket with the same results:
+// whole values written and read, nothing mapped in tdstored, no pending key
+// left. Needs root, to run the client as another user.
+TEST_F(E2eSharedMemoryDaemon, AClientRefusedTheSharedMemorySocketByPermissionUsesTheSocket) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to run a client as another user";
+  if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs /usr/bin/setpriv";
+  StartDaemon();
+  const std::string dir = daemon_.dir();
+  const std::string sock = dir + "/td.sock";
+  struct stat shm_socket {};
+  ASSERT_EQ(stat((sock + ".shm").c_str(), &shm_socket), 0) << strerror(errno);
+  ASSERT_EQ(shm_socket.st_mode & 0777, 0660u) << "the shared-memory socket is owner and group only";
+  ASSERT_EQ(shm_socket.st_uid, 0u);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0) << strerror(errno);
+  ASSERT_EQ(chmod(sock.c_str(), 0666), 0) << strerror(errno);
+  // The client binary beside the socket, where every user may run it
+  // (the build tree may sit under a directory only root can enter).
+  const std::string writer = dir + "/shm_writer";
+  {
+    std::ifstream from(TDSTORE_SHM_WRITER_BIN, std::ios::binary);
+    std::ofstream to(writer, std::ios::binary);
+    to << from.rdbuf();
+  }
+  ASSERT_EQ(chmod(writer.c_str(), 0755), 0) << strerror(errno);
+
+  const std::string name = "refused";
+  core::Client owner(unix_, WithShm(0));
+  core::Dict dict = owner.create(name, {2048});
+  std::vector<float> zeros(2048 * 1024, 0.0f);
+  dict.write({{Key("x"), DType::kFloat32, {2048, 1024}, zeros.data(),
+               static_cast<int64_t>(zeros.size() * sizeof(float))}});
+  const size_t keys_at_rest = Keys().size();
+  // Three 8 MiB writes (every element 1, then 2, then 3), then three reads;
+  // the child exits after its calls, so each has been answered.
+  for (const std::string mode : {"write", "read"}) {
+    child_log_ = dir + "/refused_" + mode + ".log";
+    ASSERT_TRUE(SpawnChild({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            "--pdeathsig", "keep", writer, unix_, name, mode,
+                            std::to_string(64 << 20), "3"},
+                           child_log_, ChildLog::kTruncate, &child_)
+                    .ok());
+    int wait_status = 0;
+    ASSERT_TRUE(Within(milliseconds(30000), [&] { return TryReapChild(child_, &wait_status); }))
+        << ChildLog();
+    child_ = -1;
+    ASSERT_EQ(ExitCodeOf(wait_status), 0) << ChildLog();
+    EXPECT_NE(ChildLog().find("shares_memory 0"), std::string::npos) << ChildLog();
+    EXPECT_EQ(MappedRegions(daemon_.pid()), 0) << "tdstored maps a region of the refused client";
+    EXPECT_EQ(LastCount(mode == "write" ? "wrote" : "read"), 3) << ChildLog();
+
+    Bytes got;
+    dict.read({Key("x")}, got);
+    std::vector<float> value(2048 * 1024);
+    std::memcpy(value.data(), got.at("x").data(), got.at("x").size());
+    EXPECT_EQ(std::count(value.begin(), value.end(), 3.0f), static_cast<long>(value.size()))
+        << mode << ": not the third write's value";
+    EXPECT_TRUE(Within(milliseconds(1500 + 5 * 200 + 5000), [&] {
+      return Keys().size() == keys_at_rest;
+    })) << mode << ": " << Keys().size() << " keys, " << keys_at_rest << " at rest";
+  }
 }
 
 // A client whose region tdstored does not know (here: lent to another
