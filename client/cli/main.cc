@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "client/cli/args.h"
 #include "client/cli/commands.h"
 #include "client/cli/connection_options.h"
@@ -198,4 +199,9 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace tdstore::cli
 
-int main(int argc, char** argv) { return tdstore::cli::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // As in tdstored (server/main.cc): Debian's abseil keeps a deadlock-
+  // detection lock graph on every Mutex gRPC locks; a release CLI needs none.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return tdstore::cli::Main(argc, argv);
+}

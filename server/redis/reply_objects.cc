@@ -111,6 +111,16 @@ StringPool& Pool() {
 // up to 16 bytes), which 32 bytes of margin cover.
 bool Pooled(size_t len) { return len + 32 >= kPooledStringBytes; }
 
+// Whether a string of `len` bytes lives in its reply's own allocation,
+// right after the struct: one malloc and one free per reply instead of two
+// each. A 256-row sample of a record dict reads ~470 replies in one
+// pipeline (234 GETRANGEs in MULTI: as many +QUEUED and rows of 276 bytes),
+// whose separate strings' malloc and free were about a twentieth of
+// tdstored's instructions (callgrind). Longer strings keep an allocation of
+// their own (or the pool's), so a reply struct never holds a window.
+constexpr size_t kInlineStringBytes = 4096;
+bool Inline(size_t len) { return len <= kInlineStringBytes; }
+
 redisReply* NewReply(int type) {
   auto* r = static_cast<redisReply*>(std::calloc(1, sizeof(redisReply)));
   if (r != nullptr) r->type = type;
@@ -160,6 +170,16 @@ redisReplyObjectFunctions kFunctions = {CreateString, CreateArray, CreateInteger
 redisReplyObjectFunctions* ReplyObjectFunctions() { return &kFunctions; }
 
 redisReply* NewStringReply(int type, size_t len) {
+  if (Inline(len)) {
+    auto* r = static_cast<redisReply*>(std::malloc(sizeof(redisReply) + len + 1));
+    if (r == nullptr) return nullptr;
+    std::memset(r, 0, sizeof(redisReply));
+    r->type = type;
+    r->str = reinterpret_cast<char*>(r + 1);
+    r->str[len] = '\0';
+    r->len = len;
+    return r;
+  }
   redisReply* r = NewReply(type);
   if (r == nullptr) return nullptr;
   char* bytes = Pooled(len) ? Pool().Take(len + 1) : static_cast<char*>(std::malloc(len + 1));
@@ -207,8 +227,8 @@ void FreeReplyObject(void* reply) {
     case REDIS_REPLY_STATUS:
     case REDIS_REPLY_ERROR:
       // Where the bytes live follows from the length alone, fixed when
-      // CreateString chose.
-      if (r->str != nullptr) {
+      // NewStringReply chose: in the reply itself, the pool, or malloc's.
+      if (r->str != nullptr && !Inline(r->len)) {
         if (Pooled(r->len)) {
           Pool().Give(r->str);
         } else {

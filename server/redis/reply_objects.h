@@ -52,8 +52,9 @@ redisReplyObjectFunctions* ReplyObjectFunctions();
 // with these), each unlinked and freed by FreeReplyObject. Null when out
 // of memory.
 // A string, status or error reply (`type`) with room for `len` bytes,
-// NUL-terminated, the bytes left for the caller to fill; from the pool
-// when long, as the table's strings.
+// NUL-terminated, the bytes left for the caller to fill: in the reply's
+// own allocation when short (up to 4 KiB), from the pool when long, as the
+// table's strings.
 redisReply* NewStringReply(int type, size_t len);
 // An array reply of `elements` null elements.
 redisReply* NewArrayReply(size_t elements);

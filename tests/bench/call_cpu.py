@@ -10,6 +10,11 @@ kind on an otherwise idle tdstored and redis-server of its own.
     ... --tcp (default: the unix socket, so shared memory) --calls 2000
     ... --redis-unix  # tdstored reaches redis-server over a unix socket
     ... --profile    # also: the client's Python functions by own time (cProfile)
+    ... --callgrind /tmp/td.cg  # tdstored under valgrind's callgrind: its
+                                # instructions per call, counted over the calls
+                                # only (repeatable where wall and CPU times
+                                # are not); callgrind_annotate --inclusive=yes
+                                # /tmp/td.cg.1 says where they go
 
 torchrl's scenario (issue #33): a buffer of 10,000 rows of obs [64],
 action [4], reward [1], RoundRobinWriter, 5,000 rows filled first. Sizes,
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -40,10 +46,15 @@ def main() -> None:
                     help="tdstored reaches redis-server over a unix socket, not loopback TCP")
     ap.add_argument("--profile", action="store_true",
                     help="then profile the client's calls again under cProfile, by own time")
+    ap.add_argument("--callgrind", metavar="FILE",
+                    help="run tdstored under callgrind; its counts over the calls go to FILE.1")
     ap.add_argument("--tdstored", default=os.path.join(pb.REPO, "build/server/tdstored"))
     ap.add_argument("--redis-server", default="redis-server")
     args = ap.parse_args()
     args.unix = not args.tcp
+    if args.callgrind:
+        args.tdstored_launcher = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" +
+                                  args.callgrind]
     env = pb.Env(args)
     env.start()
     try:
@@ -51,12 +62,22 @@ def main() -> None:
         for _ in range(50):  # warm: connections, the region, the schema cache
             op()
         env.r.config_resetstat()
+        if args.callgrind:  # counts from here on only
+            subprocess.run(["callgrind_control", "-z", str(env.daemon_pid)], check=True,
+                           capture_output=True)
         before = (time.perf_counter(), time.process_time(), pb.proc_cpu(env.daemon_pid),
                   pb.proc_cpu(env.redis_pid))
         for _ in range(args.calls):
             op()
         after = (time.perf_counter(), time.process_time(), pb.proc_cpu(env.daemon_pid),
                  pb.proc_cpu(env.redis_pid))
+        if args.callgrind:
+            subprocess.run(["callgrind_control", "-d", str(env.daemon_pid)], check=True,
+                           capture_output=True)
+            with open(args.callgrind + ".1") as f:
+                total = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
+            print(f"tdstored under callgrind: {total / args.calls:,.0f} instructions per call "
+                  f"(user space, every thread; {args.callgrind}.1)")
         per = [(b - a) / args.calls * 1e3 for a, b in zip(before, after)]
         print(f"{args.op} over {'tcp' if args.tcp else 'unix'}, {args.calls} calls: wall "
               f"{per[0]:.3f} ms; CPU ms per call: client {per[1]:.3f}, tdstored {per[2]:.3f}, "

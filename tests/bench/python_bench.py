@@ -194,8 +194,10 @@ class Env:
     def start_daemon(self):
         """tdstored over redis_url, on loopback TCP and a unix socket."""
         ready = os.path.join(self.dir, "ready")
+        # A launcher before the binary (call_cpu.py --callgrind: valgrind).
+        launcher = list(getattr(self.args, "tdstored_launcher", None) or [])
         self.daemon_proc = subprocess.Popen(
-            [self.args.tdstored, "--listen", "127.0.0.1:0", "--redis", self.redis_url,
+            launcher + [self.args.tdstored, "--listen", "127.0.0.1:0", "--redis", self.redis_url,
              "--unix-socket", os.path.join(self.dir, "td.sock"), "--ready-file", ready,
              "--log-level", "warning"],
             stdout=open(os.path.join(self.dir, "tdstored.log"), "w"), stderr=subprocess.STDOUT)
