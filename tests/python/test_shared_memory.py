@@ -8,11 +8,13 @@ tests/e2e/shared_memory_test.cc.)"""
 
 import random
 import threading
+import urllib.request
 
 import pytest
 import torch
 from tensordict import TensorDict
 
+import conftest
 import tdstore
 from tdstore import TensorDictStore
 
@@ -29,6 +31,34 @@ def test_a_unix_client_shares_memory_unless_told_not_to(addr, fresh_shm_addr):
         assert not tdstore.Client(addr).shares_memory()  # TCP: the socket only
     with pytest.raises(TypeError, match="unknown tdstore client option"):
         tdstore.Client(fresh_shm_addr, shared_memory=True)
+
+
+@pytest.fixture(scope="module")
+def metered_shm_addr(addr, _procs, tmp_path_factory):
+    """A tdstored of its own on a unix socket, as ``fresh_shm_addr``, with
+    its Prometheus /metrics: (its address, ``calls(method)``: how many
+    calls of that method it has answered OK). A call is counted before its
+    status is sent, so a call that returned is counted."""
+    kind = next(k for k, a in conftest.ADDRS.items() if a == addr)
+    port = conftest._free_port(set())
+    base = tmp_path_factory.mktemp(f"metered-shm-{kind}")
+    try:
+        address = conftest.start_tdstored(
+            _procs, base, conftest.REDIS_URLS[kind], name="tdstored-metered-shm",
+            transport="unix", extra=["--metrics-listen", f"127.0.0.1:{port}"])
+    except (conftest.StartError, OSError) as err:
+        pytest.fail(f"cannot start tdstored with metrics: {err}", pytrace=False)
+
+    def calls(method: str) -> float:
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            text = reply.read().decode()
+        series = f'method="tdstore.v1.TdStore/{method}"'
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("tdstore_rpc_calls_total{") and series in line
+                   and 'code="OK"' in line)
+
+    return address, calls
 
 
 def _in_threads(work, n=4):
@@ -141,12 +171,13 @@ def test_writes_larger_than_the_region_stream_through_it(fresh_shm_addr, seed):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_reads_larger_than_the_region_stream_through_it(fresh_shm_addr, seed):
+def test_reads_larger_than_the_region_stream_through_it(metered_shm_addr, seed):
     # Written over the socket, read through a 2 MiB region: a read larger
     # than the span it offers (1 MiB) streams through a ring cut from it
-    # (ReadLeavesShared). Leaves of several dtypes, whole, nested, all at
-    # once, rows by an index, and from four threads at once, against a
-    # TensorDict.
+    # (ReadLeavesShared, counted by tdstored's metrics), one that fits is
+    # one ReadLeaves. Leaves of several dtypes, whole, nested, all at once,
+    # rows by an index, and from four threads at once, against a TensorDict.
+    fresh_shm_addr, calls = metered_shm_addr
     rng = random.Random(seed)
     gen = torch.Generator().manual_seed(seed)
     n = rng.randrange(3000, 12000)
@@ -163,6 +194,16 @@ def test_reads_larger_than_the_region_stream_through_it(fresh_shm_addr, seed):
     TensorDictStore.from_dict(mirror, client=writer, name=f"read-ring-{seed}-{n}")
     td = TensorDictStore.from_store(f"read-ring-{seed}-{n}", client=client)
     try:
+        # "wide" is at least 3000 x 200 x 4 bytes, past the span; "small" at
+        # most 12000 x 3 x 4, within it.
+        for key, ringed in [("wide", True), ("small", False), (None, True)]:
+            shared, plain = calls("ReadLeavesShared"), calls("ReadLeaves")
+            if key is None:
+                assert_td_equal(td.to_tensordict(), mirror)
+            else:
+                assert torch.equal(td[key], mirror[key]), f"seed {seed} {key}"
+            assert (calls("ReadLeavesShared") - shared, calls("ReadLeaves") - plain) == (
+                (1, 0) if ringed else (0, 1)), f"seed {seed} {key}"
         for key in ["wide", "ints", "small", ("nest", "half"), ("nest", "flags")]:
             assert torch.equal(td[key], mirror[key]), f"seed {seed} {key}"
         assert_td_equal(td["nest"].to_tensordict(), mirror["nest"])
