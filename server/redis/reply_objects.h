@@ -45,6 +45,10 @@ inline constexpr size_t kPooledStringBytes = 2 << 20;
 // a strided read's ranges of a few leaves.
 inline constexpr size_t kPoolKeptBytes = 32 << 20;
 
+// Strings this long or shorter live in their reply's own allocation,
+// after the struct (reply_objects.cc says why).
+inline constexpr size_t kInlineStringBytes = 4096;
+
 // The table to install as a reader's `fn`. Static; never freed.
 redisReplyObjectFunctions* ReplyObjectFunctions();
 
@@ -53,8 +57,8 @@ redisReplyObjectFunctions* ReplyObjectFunctions();
 // of memory.
 // A string, status or error reply (`type`) with room for `len` bytes,
 // NUL-terminated, the bytes left for the caller to fill: in the reply's
-// own allocation when short (up to 4 KiB), from the pool when long, as the
-// table's strings.
+// own allocation when short (kInlineStringBytes), from the pool when long,
+// as the table's strings.
 redisReply* NewStringReply(int type, size_t len);
 // An array reply of `elements` null elements.
 redisReply* NewArrayReply(size_t elements);

@@ -63,6 +63,11 @@ absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(const DictStore& store
                                                           const plan::ResolvedIndex& index,
                                                           const std::vector<const Leaf*>& leaves);
 
+// The indices of `runs` in (key, offset) order, runs that tie in index
+// order (a stable sort): the order a read fetches a block's runs in, and a
+// write applies disjoint ones in.
+std::vector<size_t> KeyOffsetOrder(const std::vector<BlockWork::Run>& runs);
+
 // One block's command, owning the strings its argv points into.
 struct BlockCommand {
   std::vector<std::string> storage;

@@ -43,39 +43,6 @@ struct Fetch {
   int64_t length = 0;
 };
 
-// The indices of `runs` in (key, offset) order. Sorted by value: each
-// run's key and offset packed into one integer beside its index. Sorting
-// the indices through a comparator that looked both up was a tenth of
-// tdstored's instructions in a 256-row sample of a record dict (768 runs:
-// a row of three leaves), about three times what this costs (callgrind).
-// Offsets of 2^40 bytes or more (no part is that long) fall back to it.
-std::vector<size_t> KeyOffsetOrder(const std::vector<BlockWork::Run>& runs) {
-  constexpr int kOffsetBits = 40;
-  std::vector<size_t> order(runs.size());
-  bool packs = true;
-  for (const BlockWork::Run& r : runs) {
-    packs = packs && r.key >= 0 && r.key < (1 << 23) && r.offset_in_part >= 0 &&
-            r.offset_in_part < (int64_t{1} << kOffsetBits);
-  }
-  if (!packs) {
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return std::tie(runs[a].key, runs[a].offset_in_part) <
-             std::tie(runs[b].key, runs[b].offset_in_part);
-    });
-    return order;
-  }
-  std::vector<std::pair<uint64_t, size_t>> keyed(runs.size());
-  for (size_t i = 0; i < runs.size(); ++i) {
-    keyed[i] = {(static_cast<uint64_t>(runs[i].key) << kOffsetBits) |
-                    static_cast<uint64_t>(runs[i].offset_in_part),
-                i};
-  }
-  std::sort(keyed.begin(), keyed.end());
-  for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
-  return order;
-}
-
 // The fetches of one block's runs; `fetch_of[i]` is the fetch run i is cut
 // from. `*allowance` is what the read may still move beyond kCoverFactor
 // times its selection; covering ranges take from it. Runs of a key that is

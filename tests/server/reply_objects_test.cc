@@ -1,12 +1,13 @@
 // tdstored's hiredis reply table (server/redis/reply_objects.h), driven
 // through a real hiredis reader fed RESP bytes: replies read as hiredis'
-// default table reads them, long strings come from the pool and go back to
-// it, the pool keeps at most kPoolKeptBytes, and a reply cut short by a
-// protocol error is freed whole.
+// default table reads them, short strings live inside their reply, long
+// strings come from the pool and go back to it, the pool keeps at most
+// kPoolKeptBytes, and a reply cut short by a protocol error is freed whole.
 #include "server/redis/reply_objects.h"
 
 #include <hiredis/hiredis.h>
 
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -72,7 +73,8 @@ std::string RandomBytes(std::mt19937_64& rng, size_t n) {
 // nested arrays (an EXEC's).
 std::string RandomResp(std::mt19937_64& rng, int depth) {
   switch (rng() % (depth < 2 ? 7 : 6)) {
-    case 0: return Bulk(RandomBytes(rng, rng() % 300));
+    case 0:  // short, or about the longest kept inside its reply
+      return Bulk(RandomBytes(rng, rng() % 2 ? rng() % 300 : kInlineStringBytes - 2 + rng() % 5));
     case 1: return Bulk(RandomBytes(rng, kPooledStringBytes - 2 + rng() % 5));
     case 2: return Bulk(RandomBytes(rng, kPooledStringBytes + rng() % (3 << 20)));
     case 3: {
@@ -102,6 +104,22 @@ TEST(ReplyObjects, RandomRepliesReadAsHiredisDefaultReadsThem) {
     ExpectSame(static_cast<redisReply*>(a), static_cast<redisReply*>(b));
     FreeReplyObject(a);
     freeReplyObject(b);
+  }
+}
+
+TEST(ReplyObjects, AShortStringLivesInItsReplyAndALongerOneApart) {
+  for (size_t len : {size_t{0}, size_t{5}, kInlineStringBytes, kInlineStringBytes + 1,
+                     size_t{1} << 20}) {
+    for (int type : {REDIS_REPLY_STRING, REDIS_REPLY_STATUS, REDIS_REPLY_ERROR}) {
+      redisReply* r = NewStringReply(type, len);
+      ASSERT_NE(r, nullptr);
+      EXPECT_EQ(r->type, type);
+      EXPECT_EQ(r->len, len);
+      EXPECT_EQ(r->str[len], '\0');
+      EXPECT_EQ(r->str == reinterpret_cast<char*>(r + 1), len <= kInlineStringBytes) << len;
+      std::memset(r->str, 'x', len);  // all of it is the reply's to write
+      FreeReplyObject(r);
+    }
   }
 }
 
