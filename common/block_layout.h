@@ -105,6 +105,11 @@ class BlockLayout {
     }
     const int64_t end = offset + length;
     const bool record = in_record();
+    // A record's leaf is a segment per row, mostly all in one block: its
+    // size is looked up once per block, not once per segment (part_size
+    // divides three times).
+    int64_t known_block = -1;
+    int64_t known_block_bytes = 0;
     int64_t pos = offset;
     while (pos < end) {
       const int64_t row = pos / row_bytes_;
@@ -113,7 +118,14 @@ class BlockLayout {
       const int64_t in_block = (row - block * rows_per_block_) * stride_ + field_offset_ + in_row;
       const int64_t part = in_block / part_bytes_;
       const int64_t in_part = in_block - part * part_bytes_;
-      const int64_t left_in_part = part_size(block, part) - in_part;
+      if (block != known_block) {
+        known_block = block;
+        known_block_bytes = block_bytes(block);
+      }
+      // part_size(block, part): the range lies inside the leaf, so `part`
+      // is one of the block's parts.
+      const int64_t left_in_part =
+          std::min(part_bytes_, known_block_bytes - part * part_bytes_) - in_part;
       int64_t piece = std::min({end - pos, left_in_part, max_piece});
       // A record's next row of this leaf is a stride further on, not adjacent.
       if (record) piece = std::min(piece, row_bytes_ - in_row);
