@@ -7,6 +7,7 @@ kind on an otherwise idle tdstored and redis-server of its own.
     build/venv/bin/python tests/bench/call_cpu.py --op sample   # a 256-row sample (storage.get)
     build/venv/bin/python tests/bench/call_cpu.py --op sample1  # the same call for 1 row: its floor
     build/venv/bin/python tests/bench/call_cpu.py --op set      # set one [10000, 64] f32 leaf
+    build/venv/bin/python tests/bench/call_cpu.py --op counter  # counter_get: a round trip, no data
     ... --tcp (default: the unix socket, so shared memory) --calls 2000
     ... --redis-unix  # tdstored reaches redis-server over a unix socket
     ... --profile    # also: the client's Python functions by own time (cProfile)
@@ -39,7 +40,7 @@ import python_bench as pb  # noqa: E402  (servers)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--op", choices=("extend", "sample", "sample1", "set"), default="sample")
+    ap.add_argument("--op", choices=("extend", "sample", "sample1", "set", "counter"), default="sample")
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--tcp", action="store_true", help="the client over TCP, not the unix socket")
     ap.add_argument("--redis-unix", action="store_true",
@@ -101,6 +102,12 @@ def main() -> None:
 
 
 def make_op(kind: str, addr: str):
+    if kind == "counter":
+        import tdstore
+
+        td = tdstore.TensorDictStore(batch_size=[4], addr=addr, name="call-cpu")
+        td["key_0"] = torch.zeros(4)  # the dict's schema is watched from here on
+        return lambda: td.counter_get("c")
     if kind == "set":
         import tdstore
 

@@ -22,15 +22,17 @@ bool Under(const Key& prefix, const Key& path) {
 
 }  // namespace
 
-// One WatchSchema call. gRPC owns it from Start() and deletes it in OnDone.
-//
-// Why the hold: ~SchemaCopies cancels the streams still open, and a cancel
-// must never reach a call gRPC has already released (which it does just
-// before OnDone). The hold keeps the call alive until the stream has told
-// its owner it is over (Finishing, under the owner's lock, after which the
-// owner no longer cancels it); only then may gRPC finish it.
-class SchemaCopies::Stream final : public grpc::ClientReadReactor<v1::SchemaEvent> {
+// One WatchSchema call, on the owner's queue. The owner deletes it once
+// its Finish has completed (Drain); until then a Cancel may reach it.
+class SchemaCopies::Stream {
  public:
+  enum class Step { kStarted, kRead, kFinished };
+  // What a completion on the queue carries.
+  struct Tag {
+    Stream* stream;
+    Step step;
+  };
+
   Stream(SchemaCopies* owner, std::string key, const std::string& name, const std::string& id)
       : owner_(owner), key_(std::move(key)) {
     request_.set_dict(name);
@@ -39,26 +41,24 @@ class SchemaCopies::Stream final : public grpc::ClientReadReactor<v1::SchemaEven
     owner_->impl_->Prepare(&context_, std::chrono::system_clock::time_point::max());
   }
   void Start() {
-    owner_->impl_->stub->async()->WatchSchema(&context_, &request_, this);
-    AddHold();
-    StartRead(&event_);
-    StartCall();
+    reader_ = owner_->impl_->stub->PrepareAsyncWatchSchema(&context_, request_, &owner_->queue_);
+    reader_->StartCall(&started_);
   }
   void Cancel() { context_.TryCancel(); }
 
-  void OnReadDone(bool ok) override {
-    if (!ok) {  // the stream ended (a read is always outstanding until then)
+  // One completion of this stream's; true once it is over (Finish done),
+  // and the owner may delete it. One read is outstanding from the start
+  // until the stream ends.
+  bool Handle(Step step, bool ok) {
+    if (step == Step::kFinished) return true;
+    if (ok && step == Step::kRead) owner_->OnEvent(key_, event_);
+    if (ok) {
+      reader_->Read(&event_, &read_);
+    } else {  // never started, or ended: the daemon went, or a cancel
       owner_->Finishing(key_, this);
-      RemoveHold();  // OnDone may follow at once
-      return;
+      reader_->Finish(&status_, &finished_);
     }
-    owner_->OnEvent(key_, event_);
-    StartRead(&event_);
-  }
-  void OnDone(const grpc::Status& /*status*/) override {
-    SchemaCopies* owner = owner_;
-    delete this;
-    owner->OnEnded();  // last: the owner may be destroyed right after
+    return false;
   }
 
  private:
@@ -67,15 +67,50 @@ class SchemaCopies::Stream final : public grpc::ClientReadReactor<v1::SchemaEven
   grpc::ClientContext context_;
   v1::WatchSchemaRequest request_;
   v1::SchemaEvent event_;
+  grpc::Status status_;
+  std::unique_ptr<grpc::ClientAsyncReader<v1::SchemaEvent>> reader_;
+  Tag started_{this, Step::kStarted};
+  Tag read_{this, Step::kRead};
+  Tag finished_{this, Step::kFinished};
 };
 
 SchemaCopies::~SchemaCopies() {
-  std::unique_lock<std::mutex> lock(mu_);
-  closing_ = true;
-  for (auto& [_, copy] : copies_) {
-    if (copy.stream != nullptr) copy.stream->Cancel();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+    for (auto& [_, copy] : copies_) {
+      if (copy.stream != nullptr) copy.stream->Cancel();
+    }
   }
-  streams_ended_.wait(lock, [&] { return streams_ == 0; });
+  Drain(/*until_ended=*/true);
+  queue_.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue_.Next(&tag, &ok)) {
+  }
+}
+
+void SchemaCopies::Drain(bool until_ended) {
+  std::lock_guard<std::mutex> drain(drain_mu_);
+  for (;;) {
+    if (until_ended) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (streams_ == 0) return;
+    }
+    void* tag = nullptr;
+    bool ok = false;
+    // A deadline already past still polls once (gRPC's first pass), so
+    // what has reached the socket is read now.
+    const gpr_timespec deadline = until_ended ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
+                                              : gpr_time_0(GPR_CLOCK_MONOTONIC);
+    if (queue_.AsyncNext(&tag, &ok, deadline) != grpc::CompletionQueue::GOT_EVENT) return;
+    const Stream::Tag& t = *static_cast<Stream::Tag*>(tag);
+    if (t.stream->Handle(t.step, ok)) {
+      delete t.stream;
+      std::lock_guard<std::mutex> lock(mu_);
+      --streams_;
+    }
+  }
 }
 
 std::string SchemaCopies::KeyOf(const std::string& name, const std::string& id) {
@@ -89,6 +124,7 @@ bool SchemaCopies::IsTrusted(const Copy& copy) {
 
 std::shared_ptr<const DictInfo> SchemaCopies::Trusted(const std::string& name,
                                                       const std::string& id) {
+  Drain(/*until_ended=*/false);
   Stream* start = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -109,7 +145,6 @@ std::shared_ptr<const DictInfo> SchemaCopies::Trusted(const std::string& name,
       ++streams_;
     }
   }
-  // Outside the lock: gRPC may call back on this thread.
   if (start != nullptr) start->Start();
   return nullptr;
 }
@@ -239,11 +274,6 @@ void SchemaCopies::Finishing(const std::string& key, Stream* stream) {
     copy.stream = nullptr;
     copy.ended = std::chrono::steady_clock::now();
   }
-}
-
-void SchemaCopies::OnEnded() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (--streams_ == 0) streams_ended_.notify_all();
 }
 
 }  // namespace tdstore::core
