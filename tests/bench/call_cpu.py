@@ -8,6 +8,8 @@ kind on an otherwise idle tdstored and redis-server of its own.
     build/venv/bin/python tests/bench/call_cpu.py --op sample1  # the same call for 1 row: its floor
     build/venv/bin/python tests/bench/call_cpu.py --op set      # set one [10000, 64] f32 leaf
     build/venv/bin/python tests/bench/call_cpu.py --op counter  # counter_get: a round trip, no data
+    build/venv/bin/python tests/bench/call_cpu.py --op contains --calls 200000  # `k in td`:
+                                    # the watched schema copy, no round trip (also --op keys)
     ... --tcp (default: the unix socket, so shared memory) --calls 2000
     ... --redis-unix  # tdstored reaches redis-server over a unix socket
     ... --profile    # also: the client's Python functions by own time (cProfile)
@@ -40,7 +42,7 @@ import python_bench as pb  # noqa: E402  (servers)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--op", choices=("extend", "sample", "sample1", "set", "counter"), default="sample")
+    ap.add_argument("--op", choices=("extend", "sample", "sample1", "set", "counter", "keys", "contains"), default="sample")
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--tcp", action="store_true", help="the client over TCP, not the unix socket")
     ap.add_argument("--redis-unix", action="store_true",
@@ -81,7 +83,7 @@ def main() -> None:
                   f"(user space, every thread; {args.callgrind}.1)")
         per = [(b - a) / args.calls * 1e3 for a, b in zip(before, after)]
         print(f"{args.op} over {'tcp' if args.tcp else 'unix'}, {args.calls} calls: wall "
-              f"{per[0]:.3f} ms; CPU ms per call: client {per[1]:.3f}, tdstored {per[2]:.3f}, "
+              f"{per[0]:.3f} ms ({per[0] * 1e3:.2f} us); CPU ms per call: client {per[1]:.3f}, tdstored {per[2]:.3f}, "
               f"redis {per[3]:.3f}")
         stats = env.r.info("commandstats")
         print("redis per call: " + ", ".join(
@@ -102,11 +104,16 @@ def main() -> None:
 
 
 def make_op(kind: str, addr: str):
-    if kind == "counter":
+    if kind in ("counter", "keys", "contains"):
         import tdstore
 
         td = tdstore.TensorDictStore(batch_size=[4], addr=addr, name="call-cpu")
-        td["key_0"] = torch.zeros(4)  # the dict's schema is watched from here on
+        for i in range(5):
+            td[f"key_{i}"] = torch.zeros(4)  # the dict's schema is watched from here on
+        if kind == "keys":
+            return lambda: list(td.keys())
+        if kind == "contains":
+            return lambda: "key_3" in td
         return lambda: td.counter_get("c")
     if kind == "set":
         import tdstore

@@ -20,9 +20,10 @@
 // until the Client's last copy goes away. Thread-safe.
 //
 // Who reads the streams: the callers. The streams' events complete on a
-// queue of this object's that no thread waits on; every Trusted() first
-// takes what has arrived (Drain), without blocking. Events wait in the
-// socket until then, or until a call of this client's polls it.
+// queue of this object's that no thread waits on; Trusted() first takes
+// what has arrived (Drain), without blocking, unless another lookup did
+// within the last 50 us. Events wait in the socket until then, or until a
+// call of this client's polls it.
 //
 // Why not a thread of its own (gRPC's callback API, as before): gRPC's
 // pollers share one epoll set, and a thread parked on the watch was the
@@ -36,6 +37,7 @@
 #ifndef TDSTORE_CLIENT_CORE_SRC_SCHEMA_COPIES_H_
 #define TDSTORE_CLIENT_CORE_SRC_SCHEMA_COPIES_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -129,6 +131,9 @@ class SchemaCopies {
   // before mu_, never after.
   grpc::CompletionQueue queue_;
   std::mutex drain_mu_;
+  // When a lookup last polled (steady clock, ns): lookups within
+  // kDrainEvery of it do not poll again.
+  std::atomic<int64_t> last_drain_ns_{0};
   std::mutex mu_;
   std::map<std::string, Copy> copies_;  // by KeyOf; guarded by mu_
   int streams_ = 0;                     // started, not yet deleted; guarded by mu_
