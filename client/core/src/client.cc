@@ -129,7 +129,7 @@ void Client::Impl::AwaitConnected(const Retrier& retry) const {
 namespace {
 
 // A process forked from this one inherits the Impl's memory but none of its
-// threads (the schema watches, gRPC's pollers). Destroying it there would
+// threads (gRPC's pollers and timers). Destroying it there would
 // join threads that do not exist and touch gRPC state the parent still
 // uses (a crash, or the parent's next call hanging). So an Impl is only
 // ever destroyed by the process that made it; a forked child leaks it.

@@ -1,6 +1,7 @@
 #include "client/core/src/schema_copies.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "client/core/src/client_impl.h"
 #include "client/core/src/convert.h"
@@ -50,8 +51,8 @@ class SchemaCopies::Stream {
   void Cancel() { context_.TryCancel(); }
 
   // One completion of this stream's; true once it is over (Finish done),
-  // and the owner may delete it. One read is outstanding from the start
-  // until the stream ends.
+  // and the owner may delete it. One op is outstanding at a time: the
+  // start, then a read at a time until the stream ends, then Finish.
   bool Handle(Step step, bool ok) {
     if (step == Step::kFinished) return true;
     if (ok && step == Step::kRead) owner_->OnEvent(key_, event_);
@@ -107,7 +108,14 @@ void SchemaCopies::Drain(bool until_ended) {
                           std::chrono::nanoseconds(kDrainEvery).count()) {
     return;
   }
-  std::lock_guard<std::mutex> drain(drain_mu_);
+  // A lookup while another thread drains does not wait for it: that
+  // thread polls for both.
+  std::unique_lock<std::mutex> drain(drain_mu_, std::defer_lock);
+  if (until_ended) {
+    drain.lock();
+  } else if (!drain.try_lock()) {
+    return;
+  }
   last_drain_ns_.store(now, std::memory_order_relaxed);
   for (;;) {
     if (until_ended) {
@@ -116,8 +124,10 @@ void SchemaCopies::Drain(bool until_ended) {
     }
     void* tag = nullptr;
     bool ok = false;
-    // A deadline already past still polls once (gRPC's first pass), so
-    // what has reached the socket is read now.
+    // A deadline already past still makes one pass of gRPC's poller: it
+    // reads what has reached the socket unless another thread is the
+    // poller (a call of this client's waiting, or gRPC's backup poller),
+    // which then reads it itself and queues the event here.
     const gpr_timespec deadline = until_ended ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
                                               : gpr_time_0(GPR_CLOCK_MONOTONIC);
     if (queue_.AsyncNext(&tag, &ok, deadline) != grpc::CompletionQueue::GOT_EVENT) return;
@@ -278,7 +288,18 @@ void SchemaCopies::OnEvent(const std::string& key, const v1::SchemaEvent& event)
     copy.info.reset();
     return;
   }
-  auto info = std::make_shared<const DictInfo>(FromProto(event.info()));
+  std::shared_ptr<const DictInfo> info;
+  try {
+    info = std::make_shared<const DictInfo>(FromProto(event.info()));
+  } catch (const std::exception&) {
+    // A schema this client cannot read (a newer tdstored's dtype or leaf
+    // kind): no answer from the copy, so the caller's round trip meets the
+    // error; the stream reads on. Letting it escape would leave the stream
+    // with no read outstanding, its copy trusted as it was, and the
+    // destructor waiting for it forever.
+    Distrust(copy);
+    return;
+  }
   // Versions only grow; an older event (sent before a change this client
   // derived already) must not roll the copy back.
   if (copy.info == nullptr || info->version >= copy.info->version) copy.info = std::move(info);

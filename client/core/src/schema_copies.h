@@ -22,8 +22,9 @@
 // Who reads the streams: the callers. The streams' events complete on a
 // queue of this object's that no thread waits on; Trusted() first takes
 // what has arrived (Drain), without blocking, unless another lookup did
-// within the last 50 us. Events wait in the socket until then, or until a
-// call of this client's polls it.
+// within the last 50 us. The socket itself is read by whichever thread
+// polls: a lookup, a call of this client's while it waits, or gRPC's
+// backup poller (every 5 s by default) in an idle client.
 //
 // Why not a thread of its own (gRPC's callback API, as before): gRPC's
 // pollers share one epoll set, and a thread parked on the watch was the
@@ -31,9 +32,8 @@
 // caller with a second wake-up. That cost a call 0.06 ms of wall time and
 // 0.05 ms of the client's CPU on this 2-vCPU machine (0.29 against 0.37 ms
 // for counter_get; docs/benchmarks.md, *The watch read by its callers*).
-// What it changes: a client that makes no call for a long time does not
-// answer the daemon's keepalive pings; if the daemon drops the stream for
-// it, the next Trusted() misses and starts another.
+// What it changes: an event waits in the queue until a lookup takes it,
+// at most 50 us after the last lookup that looked.
 #ifndef TDSTORE_CLIENT_CORE_SRC_SCHEMA_COPIES_H_
 #define TDSTORE_CLIENT_CORE_SRC_SCHEMA_COPIES_H_
 
@@ -123,7 +123,8 @@ class SchemaCopies {
   static void Distrust(Copy& copy);
   // From the streams (under drain_mu_); `key` is KeyOf.
   void OnEvent(const std::string& key, const v1::SchemaEvent& event);
-  // The stream's last read failed: it is over, and no longer cancelled.
+  // The stream's start or last read failed: it is over, and no longer
+  // cancelled.
   void Finishing(const std::string& key, Stream* stream);
 
   const Client::Impl* const impl_;
