@@ -123,8 +123,32 @@ absl::Status WriteTxn::CheckReadyForLeaf() {
 absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
                                  int64_t byte_size) {
   if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
+  if (!leaves_.empty() && leaves_.front().held) {
+    // This leaf would take the write past the at-once limits: the leaves
+    // held go first, stepwise, as if they had never been held, and this
+    // one follows them on the schema their first reservation proved.
+    LeafRecord record = leaf;
+    record.in_record = {};
+    auto layout = schema_.Layout(record);
+    if (!layout.ok() || !Holds(*layout, byte_size)) {
+      if (auto s = ReplayStepwise(/*fresh=*/false); !s.ok()) return s;
+    }
+  }
+  if (!unproven_ref_id_.empty() && !leaves_.empty() && leaves_.front().held) {
+    // Leaves held for the at-once path, on a cached schema no probe proved
+    // yet. A refusal of this leaf may be the cache's age, and deciding
+    // again must keep the leaves before it: they go stepwise on the schema
+    // as it is now (which proves it), then this leaf is decided on it.
+    absl::Status checked = CheckLeafOn(path, leaf, byte_size);
+    if (checked.ok()) checked = CheckDictQuotaWith(byte_size, ReplacedBytes(path));
+    if (!checked.ok()) {
+      if (auto s = ReplayStepwise(/*fresh=*/true); !s.ok()) return s;
+      return BeginLeafOn(path, leaf, byte_size);
+    }
+  }
+  const bool first = leaves_.empty();
   absl::Status status = BeginLeafOn(path, leaf, byte_size);
-  if (status.ok() || unproven_ref_id_.empty()) return status;
+  if (status.ok() || unproven_ref_id_.empty() || !first) return status;
   // Refused on a cached schema before its probe proved it current, or by
   // that probe (stale, or the name gone). Nothing was written and nothing
   // is reserved (the first leaf's abort had nothing to undo), and the
@@ -135,45 +159,68 @@ absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
   return BeginLeafOn(path, leaf, byte_size);
 }
 
-absl::Status WriteTxn::BeginLeafOn(const LeafPath& path, const LeafRecord& leaf,
-                                   int64_t byte_size) {
-  // --- Validate the header against the dict before touching Redis. --------
+int64_t WriteTxn::ReplacedBytes(const LeafPath& path) const {
+  const Leaf* replaced = schema_.Find(path);
+  return replaced ? RecordBytes(replaced->record) : 0;
+}
+
+absl::Status WriteTxn::CheckDictQuotaWith(int64_t byte_size, int64_t replaced_bytes) const {
+  // The dict quota counts the dict as the commit will leave it (a replaced
+  // leaf's bytes go).
+  return store_->CheckDictQuota(schema_.meta, bytes_after_commit_ + byte_size - replaced_bytes);
+}
+
+absl::Status WriteTxn::CheckLeafOn(const LeafPath& path, const LeafRecord& leaf,
+                                   int64_t byte_size) const {
   if (auto s = CheckLeafHeader(schema_.meta.batch_shape, path, leaf, byte_size); !s.ok()) {
-    return Fail(s);
+    return s;
   }
   for (const PendingLeaf& other : leaves_) {
     // A record (BeginRecord) is its leaves; its own bytes have no path.
     if (other.fields.empty()) {
-      if (auto s = CheckDisjoint(other.leaf.path, path); !s.ok()) return Fail(s);
+      if (auto s = CheckDisjoint(other.leaf.path, path); !s.ok()) return s;
     }
     for (const Leaf& field : other.fields) {
-      if (auto s = CheckDisjoint(field.path, path); !s.ok()) return Fail(s);
+      if (auto s = CheckDisjoint(field.path, path); !s.ok()) return s;
     }
   }
-  if (auto s = CheckNesting(schema_, path); !s.ok()) return Fail(s);
-  if (auto s = CheckOneValueTotal(path, leaf); !s.ok()) return Fail(s);
+  if (auto s = CheckNesting(schema_, path); !s.ok()) return s;
+  if (auto s = CheckOneValueTotal(path, leaf); !s.ok()) return s;
   const Leaf* replaced = schema_.Find(path);
   // A leaf outside the record (made after it formed) is a leaf like any
   // other; one in it is written by rows, its rows strided through every
   // block (store_checks.h).
-  if (auto s = CheckNotRecordLeaf(schema_, path, replaced); !s.ok()) return Fail(s);
-  // Early, before any data moves; commit_leaves.lua decides atomically.
-  if (auto s = CheckLockedLeafWrite(schema_, path, replaced, leaf, refuse_if_locked_); !s.ok()) {
-    return Fail(s);
-  }
+  if (auto s = CheckNotRecordLeaf(schema_, path, replaced); !s.ok()) return s;
+  // Early, before any data moves; the commit's script decides atomically.
+  return CheckLockedLeafWrite(schema_, path, replaced, leaf, refuse_if_locked_);
+}
+
+absl::Status WriteTxn::BeginLeafOn(const LeafPath& path, const LeafRecord& leaf,
+                                   int64_t byte_size) {
+  // --- Validate the header against the dict before touching Redis. --------
+  if (auto s = CheckLeafOn(path, leaf, byte_size); !s.ok()) return Fail(s);
   LeafRecord record = leaf;
   record.generation = 0;
   record.in_record = {};  // a whole leaf has rows of its own (a copy's source may not)
-  return Reserve(path, std::move(record), byte_size,
-                 replaced ? RecordBytes(replaced->record) : 0, {});
+  absl::Status reserved = Reserve(path, std::move(record), byte_size, ReplacedBytes(path), {});
+  if (reserved.ok() && leaves_.back().held) leaves_.back().asked = leaf;
+  return reserved;
 }
 
 absl::Status WriteTxn::BeginRecord(const std::vector<Leaf>& fields) {
   if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
+  // Leaves held before a record go stepwise (BeginLeaf says why).
+  if (!leaves_.empty() && leaves_.front().held) {
+    if (auto s = ReplayStepwise(/*fresh=*/false); !s.ok()) return s;
+  }
   // A record is formed from a schema just loaded (never seen from the cache).
   if (!unproven_ref_id_.empty()) {
     if (auto s = LoadFreshSchema(); !s.ok()) return Fail(s);
   }
+  return BeginRecordOn(fields);
+}
+
+absl::Status WriteTxn::BeginRecordOn(const std::vector<Leaf>& fields) {
   const Shape& batch = schema_.meta.batch_shape;
   if (batch.empty() || fields.empty()) {
     return Fail(absl::InternalError("a record needs batch dims and leaves"));
@@ -194,8 +241,15 @@ absl::Status WriteTxn::BeginRecord(const std::vector<Leaf>& fields) {
   if (!placed.ok()) return Fail(placed.status());
   // The record is written as one uint8 leaf [rows, stride] (pending record,
   // blocks, quota), and committed as the leaves in it.
-  return Reserve({}, LeafRecord{DType::kUInt8, {batch[0], placed->stride}, 0}, placed->bytes, 0,
-                 std::move(placed->fields));
+  absl::Status reserved = Reserve({}, LeafRecord{DType::kUInt8, {batch[0], placed->stride}, 0},
+                                  placed->bytes, 0, std::move(placed->fields));
+  if (reserved.ok() && leaves_.back().held) leaves_.back().asked_fields = fields;
+  return reserved;
+}
+
+WriteTxn::PendingLeaf WriteTxn::Pending(Leaf leaf, BlockLayout layout, std::vector<Leaf> fields) {
+  return PendingLeaf{std::move(leaf), std::move(layout), 0, std::move(fields),
+                     /*held=*/false, LeafRecord{}, {}, /*zero=*/false, {}};
 }
 
 absl::Status WriteTxn::Reserve(const LeafPath& path, LeafRecord record, int64_t byte_size,
@@ -212,11 +266,18 @@ absl::Status WriteTxn::Reserve(const LeafPath& path, LeafRecord record, int64_t 
   if (!layout.ok()) return Fail(layout.status());
 
   // --- Quotas, before the generation exists. -------------------------------
-  // The dict quota counts the dict as the commit will leave it (a replaced
-  // leaf's bytes go); the namespace counter also holds the replaced
-  // generation until its blocks are deleted, as Redis does.
+  // The namespace counter also holds the replaced generation until its
+  // blocks are deleted, as Redis does.
+  if (auto s = CheckDictQuotaWith(byte_size, replaced_bytes); !s.ok()) return Fail(s);
   const int64_t after = bytes_after_commit_ + byte_size - replaced_bytes;
-  if (auto s = store_->CheckDictQuota(schema_.meta, after); !s.ok()) return Fail(s);
+  if (Holds(*layout, byte_size)) {
+    // The at-once path: the namespace reservation, the schema's proof and
+    // the generation wait for Commit (write_at_once.lua).
+    bytes_after_commit_ = after;
+    leaves_.push_back(Pending(Leaf{path, record}, *std::move(layout), std::move(fields)));
+    leaves_.back().held = true;
+    return absl::OkStatus();
+  }
   const std::string what =
       StrCat(fields.empty() ? StrCat("leaf ", QuotedPath(path), " of") : "the record of", " dict '",
              schema_.meta.name, "'");
@@ -251,23 +312,54 @@ absl::Status WriteTxn::Reserve(const LeafPath& path, LeafRecord record, int64_t 
   // Recorded: from here the pending entry carries the reservation.
   unrecorded_reserved_ = 0;
   for (Leaf& f : fields) f.record.generation = record.generation;
-  leaves_.push_back(PendingLeaf{Leaf{path, record}, *std::move(layout), 0, std::move(fields)});
+  leaves_.push_back(Pending(Leaf{path, record}, *std::move(layout), std::move(fields)));
   return absl::OkStatus();
 }
 
 absl::Status WriteTxn::Append(std::string_view data) {
+  return AppendGiven(data, nullptr, Given::kBorrowed);
+}
+
+absl::Status WriteTxn::AppendLent(std::string_view data) {
+  return AppendGiven(data, nullptr, Given::kLent);
+}
+
+absl::Status WriteTxn::AppendOwned(std::string data) {
+  return AppendGiven(data, &data, Given::kOwned);
+}
+
+absl::Status WriteTxn::AppendGiven(std::string_view data, std::string* owned, Given given) {
   if (done_) return absl::FailedPreconditionError("write transaction already finished");
   if (leaves_.empty()) {
     return Fail(absl::InvalidArgumentError("data arrived before any leaf header"));
   }
-  PendingLeaf& cur = leaves_.back();
   const int64_t size = static_cast<int64_t>(data.size());
-  if (cur.written + size > cur.layout.total_bytes()) {
+  if (leaves_.back().written + size > leaves_.back().layout.total_bytes()) {
+    const PendingLeaf& cur = leaves_.back();
     return Fail(absl::InvalidArgumentError(
         StrCat("leaf ", QuotedPath(cur.leaf.path), ": more data than the ",
                      cur.layout.total_bytes(), " bytes its header announced")));
   }
   if (size == 0) return absl::OkStatus();
+  if (leaves_.back().held) {
+    if (given == Given::kLent) {
+      leaves_.back().pieces.push_back({{}, data});
+      leaves_.back().written += size;
+      return absl::OkStatus();
+    }
+    // Bytes kept here are memory of ours: past a small bound the write
+    // goes stepwise, whose windows send them as they come.
+    if (held_owned_bytes_ + size <= kAtOnceMaxOwnedBytes) {
+      held_owned_bytes_ += size;
+      HeldPiece piece;
+      piece.owned = owned != nullptr ? std::move(*owned) : std::string(data);
+      leaves_.back().pieces.push_back(std::move(piece));
+      leaves_.back().written += size;
+      return absl::OkStatus();
+    }
+    if (auto s = ReplayStepwise(/*fresh=*/false); !s.ok()) return s;
+  }
+  PendingLeaf& cur = leaves_.back();
   // Refresh the pending entries *before* sending: a write the sweeper has
   // already given up on must stop here, not recreate keys it deleted.
   if (auto s = TouchPendingIfDue(); !s.ok()) return Fail(s);
@@ -338,6 +430,11 @@ absl::Status WriteTxn::ZeroFill() {
   }
   PendingLeaf& cur = leaves_.back();
   const BlockLayout& layout = cur.layout;
+  if (cur.held) {
+    cur.zero = true;  // each part's last byte set at Commit, as below
+    cur.written = layout.total_bytes();
+    return absl::OkStatus();
+  }
   if (!pipe_) {
     if (auto s = OpenPipeline(); !s.ok()) return Fail(s);
   }
@@ -418,6 +515,12 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
         StrCat("leaf ", QuotedPath(last.leaf.path), ": header announced ",
                      last.layout.total_bytes(), " bytes but ", last.written, " arrived")));
   }
+  if (leaves_.front().held) {
+    auto at_once = CommitAtOnce(mode);
+    if (!at_once.ok()) return at_once.status();
+    if (at_once->has_value()) return **std::move(at_once);
+    // Checked on an old schema: done again stepwise on a fresh one.
+  }
   if (auto s = DrainReplies(0); !s.ok()) return Fail(s);
   const StoreOptions& options = store_->options();
   if (pipe_ && options.write_replicas > 0) {
@@ -431,26 +534,8 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
   // --- The commit: one script flips every leaf. ----------------------------
   const KeySchema& keys = store_->keys();
   const std::string& id = schema_.meta.id;
-  // What the commit names: each leaf, and for a record each leaf in it.
-  std::vector<const Leaf*> committed;
-  bool record = false;
-  for (const PendingLeaf& p : leaves_) {
-    if (p.fields.empty()) committed.push_back(&p.leaf);
-    for (const Leaf& f : p.fields) committed.push_back(&f);
-    record = record || !p.fields.empty();
-  }
-  std::vector<std::string> args{StrCat(committed.size()),
-                                record                             ? "record"
-                                : mode == CommitMode::kCreateMissing ? "create"
-                                : refuse_if_locked_                ? "strict"
-                                                                   : "replace"};
-  for (const Leaf* leaf : committed) {
-    args.push_back(EncodePath(leaf->path));
-    args.push_back(EncodeLeafRecord(leaf->record));
-    args.push_back(StrCat(leaf->record.generation));
-  }
-  args.push_back(keys.SchemaChannel());
-  args.push_back(id);
+  std::vector<std::string> args;
+  AppendCommitArgs(mode, &args);
   std::vector<std::string_view> argv(args.begin(), args.end());
   auto reply = store_->redis().EvalDurable(
       GetScripts().commit_leaves, {keys.Meta(id), keys.Leaves(id), keys.Pending(id)}, argv,
@@ -468,45 +553,80 @@ absl::StatusOr<CommitResult> WriteTxn::Commit(CommitMode mode) {
         "the write's outcome is unknown (it may or may not be visible; retrying it is safe): ",
         reply.status().message()));
   }
-  std::string_view tag = ErrorTag(*reply);
-  if (tag == "TDNODICT") {
-    return Fail(absl::NotFoundError(
-        StrCat("dict '", schema_.meta.name, "' was deleted during the write")));
-  }
-  if (tag == "TDSWEPT") {
+  if (ErrorTag(*reply) == "TDSWEPT") {
     return Fail(absl::AbortedError(
         "the write took longer than the pending timeout and was swept; retry it"));
   }
+  if (auto s = CommitRefusal(reply->view()); !s.ok()) return Fail(s);
+  return AfterCommit(reply->view());
+}
+
+std::vector<const Leaf*> WriteTxn::LeavesCommitted() const {
+  std::vector<const Leaf*> committed;
+  for (const PendingLeaf& p : leaves_) {
+    if (p.fields.empty()) committed.push_back(&p.leaf);
+    for (const Leaf& f : p.fields) committed.push_back(&f);
+  }
+  return committed;
+}
+
+void WriteTxn::AppendCommitArgs(CommitMode mode, std::vector<std::string>* args) const {
+  bool record = false;
+  for (const PendingLeaf& p : leaves_) record = record || !p.fields.empty();
+  const std::vector<const Leaf*> committed = LeavesCommitted();
+  args->push_back(StrCat(committed.size()));
+  args->push_back(record                               ? "record"
+                  : mode == CommitMode::kCreateMissing ? "create"
+                  : refuse_if_locked_                  ? "strict"
+                                                       : "replace");
+  for (const Leaf* leaf : committed) {
+    args->push_back(EncodePath(leaf->path));
+    args->push_back(EncodeLeafRecord(leaf->record));
+    args->push_back(StrCat(leaf->record.generation));
+  }
+  args->push_back(store_->keys().SchemaChannel());
+  args->push_back(schema_.meta.id);
+}
+
+absl::Status WriteTxn::CommitRefusal(redis::ReplyView reply) const {
+  std::string_view tag = ErrorTag(reply);
+  if (tag == "TDNODICT") {
+    return absl::NotFoundError(
+        StrCat("dict '", schema_.meta.name, "' was deleted during the write"));
+  }
   if (tag == "TDLOCKED") {
-    auto path = DecodePath(ErrorDetail(*reply));
-    return Fail(LockedError(schema_.meta.name,
-                            StrCat(refuse_if_locked_ ? "replace leaf " : "add or reshape leaf ",
-                                   path.ok() ? QuotedPath(*path) : "?")));
+    auto path = DecodePath(ErrorDetail(reply));
+    return LockedError(schema_.meta.name,
+                       StrCat(refuse_if_locked_ ? "replace leaf " : "add or reshape leaf ",
+                              path.ok() ? QuotedPath(*path) : "?"));
   }
   if (tag == "TDBATCH") {
     // Stale, so that an indexed write's leaf creation plans again.
-    return Fail(StaleError(StrCat("the batch size of dict '", schema_.meta.name,
-                                  "' (resized during the write)")));
+    return StaleError(StrCat("the batch size of dict '", schema_.meta.name,
+                             "' (resized during the write)"));
   }
   if (tag == "TDCONFLICT") {
-    std::string_view detail = ErrorDetail(*reply);
+    std::string_view detail = ErrorDetail(reply);
     size_t nl = detail.find('\n');
     auto a = DecodePath(detail.substr(0, nl));
     auto b = DecodePath(nl == std::string_view::npos ? "" : detail.substr(nl + 1));
-    return Fail(absl::FailedPreconditionError(StrCat(
+    return absl::FailedPreconditionError(StrCat(
         "cannot write leaf ", a.ok() ? QuotedPath(*a) : "?", ": it conflicts with leaf ",
-        b.ok() ? QuotedPath(*b) : "?", " (a path cannot be both a leaf and a sub-dict)")));
+        b.ok() ? QuotedPath(*b) : "?", " (a path cannot be both a leaf and a sub-dict)"));
   }
-  if (auto s = ReplyStatus(*reply, "commit leaves"); !s.ok()) return Fail(s);
+  return ReplyStatus(reply, "commit leaves");
+}
+
+CommitResult WriteTxn::AfterCommit(redis::ReplyView reply) {
   done_ = true;  // visible now: nothing to abort any more
   pipe_.reset();
   pipe_lease_.Release();
-
+  const std::vector<const Leaf*> committed = LeavesCommitted();
   CommitResult result;
-  result.version = (*reply)[0].integer();
+  result.version = reply[0].integer();
   std::set<int64_t> dropped;  // a record's kept leaves share one generation
   for (size_t i = 0; i < committed.size(); ++i) {
-    std::string_view old = (*reply)[i + 1].str();
+    std::string_view old = reply[i + 1].str();
     // Generations the script parked (ours that lost a create race, or the
     // one a leaf replaced) are deleted after the answer, not before it:
     // nothing can reach them any more, and their parked entries make sure
@@ -550,6 +670,7 @@ void WriteTxn::Abort() {
   pipe_lease_.Release();
   const std::string pending_key = store_->keys().Pending(schema_.meta.id);
   for (const PendingLeaf& p : leaves_) {
+    if (p.held) continue;  // nothing of it reached Redis
     // Blocks first, then the entry: if we die in between, the sweeper still
     // knows what to delete.
     if (!store_->DeleteGeneration(schema_.meta, p.leaf.record).ok()) continue;

@@ -7,8 +7,8 @@
 //   txn->BeginLeaf(...); txn->Append(...);  // more leaves
 //   auto result = txn->Commit();            // all visible, or none
 //
-// Protocol with Redis (docs/storage-layout.md), and the round trips a
-// one-leaf write waits for (4; 8 before issue #33):
+// The stepwise protocol with Redis (docs/storage-layout.md), and the round
+// trips a one-leaf write waits for (4; 8 before issue #33):
 //  1. the schema: from the cache when it holds the dict (no round trip),
 //     proven current by the probe that rides with step 2; else loaded
 //     (one round trip more). A cached schema that refuses the header, or
@@ -37,10 +37,28 @@
 // destroyed without Commit() deletes what it wrote (Abort); a daemon that
 // dies mid-write leaves pending entries the sweeper removes.
 //
+// The at-once path (standalone Redis, no --write-replicas): a write of at
+// most kAtOnceMaxParts parts and StoreOptions::at_once_max_bytes (of which
+// at most kAtOnceMaxOwnedBytes copied here; lent bytes stay where they
+// are) waits in the transaction until Commit, which sends it in one round
+// trip: MULTI, each part's SET (or a ZeroFill's SETRANGE of its last
+// byte), write_at_once.lua, EXEC. The script proves the schema the write
+// was checked on still current (its version), reserves the bytes and
+// commits as commit_leaves.lua does, or deletes the parts. No pending entry
+// is needed: the transaction runs as one step, and a daemon that dies
+// before its EXEC leaves nothing. The generations come from a range this
+// daemon leased ahead (GenerationLeases), so the parts' keys are known
+// before it runs. A write that outgrows the limits, or that the script
+// finds checked on an old schema, is done again from its first leaf the
+// stepwise way above (on a fresh schema for the latter), with the bytes it
+// holds; so is a later leaf refused on a cached schema not yet proven
+// (BeginLeaf), before it is decided again.
+//
 // Quotas (dict_store.h): BeginLeaf checks the dict's quota against the
 // dict as it will be after the commit, then reserves the leaf's bytes in
-// the namespace counter, before anything of the leaf is written; either
-// refusal is RESOURCE_EXHAUSTED. The reservation follows the generation:
+// the namespace counter (at once: the commit's script reserves them),
+// before anything of the leaf is written; either refusal is
+// RESOURCE_EXHAUSTED. The reservation follows the generation:
 // returned when it is aborted, or when the generation it replaced is
 // deleted after the commit (step 6).
 //
@@ -120,8 +138,12 @@ class WriteTxn {
   // record and none of the paths (else every one is left out of
   // CommitResult::written, as kCreateMissing leaves a path someone else made).
   absl::Status BeginRecord(const std::vector<Leaf>& fields);
-  // Appends bytes of the current leaf.
+  // Appends bytes of the current leaf: valid until this returns (copied
+  // if the write holds them), lent until Commit returns or the write is
+  // destroyed (never copied), or handed over.
   absl::Status Append(std::string_view data);
+  absl::Status AppendLent(std::string_view data);
+  absl::Status AppendOwned(std::string data);
   // Fills the whole current leaf with zero bytes without sending them: each
   // part is created by one SETRANGE of its last byte (Redis pads with
   // zeros). The leaf must have no data appended yet.
@@ -130,6 +152,18 @@ class WriteTxn {
   absl::StatusOr<CommitResult> Commit(CommitMode mode = CommitMode::kReplace);
   // Deletes every block written and the pending entries. Idempotent.
   void Abort();
+
+  // Bytes of a leaf held for the at-once path.
+  struct HeldPiece {
+    std::string owned;      // the bytes, when held here
+    std::string_view lent;  // else where the caller keeps them
+    std::string_view bytes() const { return lent.data() != nullptr ? lent : owned; }
+  };
+
+  // The at-once path's limits (see the top of this file).
+  // (The most bytes: StoreOptions::at_once_max_bytes.)
+  static constexpr int kAtOnceMaxParts = 64;
+  static constexpr int64_t kAtOnceMaxOwnedBytes = int64_t{1} << 20;
 
  private:
   // INVALID_ARGUMENT if `leaf`'s one value would take the dict's past
@@ -143,7 +177,40 @@ class WriteTxn {
     // A record (BeginRecord): `leaf` is its uint8 [rows, stride] bytes,
     // and these are the leaves the commit makes of it.
     std::vector<Leaf> fields;
+    // Held for the at-once path: nothing of it is in Redis, its generation
+    // is not chosen yet, and what the caller asked and appended is kept
+    // to be sent at Commit or done again stepwise (ReplayStepwise).
+    bool held = false;
+    LeafRecord asked;                // BeginLeaf's record
+    std::vector<Leaf> asked_fields;  // BeginRecord's fields
+    bool zero = false;               // ZeroFill()ed
+    std::vector<HeldPiece> pieces;
   };
+  static PendingLeaf Pending(Leaf leaf, BlockLayout layout, std::vector<Leaf> fields);
+  enum class Given { kBorrowed, kLent, kOwned };
+  absl::Status AppendGiven(std::string_view data, std::string* owned, Given given);
+  // BeginRecord's work on schema_ as it stands.
+  absl::Status BeginRecordOn(const std::vector<Leaf>& fields);
+  // Whether the leaf just checked (its layout) joins the write held for the
+  // at-once path; false once the write went stepwise.
+  bool Holds(const BlockLayout& layout, int64_t byte_size) const;
+  // The held leaves begun again the stepwise way, in order, with their
+  // bytes (on a schema loaded now if `fresh`); the write stays stepwise.
+  absl::Status ReplayStepwise(bool fresh);
+  // The at-once commit (leaf_writer_at_once.cc): the result, or nullopt
+  // once the write was found checked on an old schema and begun again
+  // stepwise on a fresh one (ReplayStepwise), for Commit to finish.
+  absl::StatusOr<std::optional<CommitResult>> CommitAtOnce(CommitMode mode);
+  // What the commit names: each leaf, and for a record each leaf in it.
+  std::vector<const Leaf*> LeavesCommitted() const;
+  // The commit scripts' arguments for them (commit_leaves.lua's ARGV): n,
+  // the mode, n triples, the schema channel and the dict's id.
+  void AppendCommitArgs(CommitMode mode, std::vector<std::string>* args) const;
+  // A commit script's refusal as a status (the leaves are not visible).
+  absl::Status CommitRefusal(redis::ReplyView reply) const;
+  // After a commit that succeeded: the result, the generations replaced
+  // retired after the answer, the schema remembered when derivable.
+  CommitResult AfterCommit(redis::ReplyView reply);
   // FAILED_PRECONDITION when done; INVALID_ARGUMENT (aborting) if the
   // previous leaf is short of its bytes.
   absl::Status CheckReadyForLeaf();
@@ -152,6 +219,13 @@ class WriteTxn {
   absl::Status Reserve(const LeafPath& path, LeafRecord record, int64_t byte_size,
                        int64_t replaced_bytes, std::vector<Leaf> fields);
 
+  // BeginLeafOn's checks of a leaf's header against schema_ and the leaves
+  // begun (no quota, nothing done).
+  absl::Status CheckLeafOn(const LeafPath& path, const LeafRecord& leaf, int64_t byte_size) const;
+  // The dict quota for a leaf of `byte_size` replacing `replaced_bytes`.
+  absl::Status CheckDictQuotaWith(int64_t byte_size, int64_t replaced_bytes) const;
+  // The bytes of the leaf at `path` now (0 if none).
+  int64_t ReplacedBytes(const LeafPath& path) const;
   // BeginLeaf's work on schema_ as it stands (BeginLeaf retries it once on
   // a fresh schema).
   absl::Status BeginLeafOn(const LeafPath& path, const LeafRecord& leaf, int64_t byte_size);
@@ -180,6 +254,9 @@ class WriteTxn {
   int64_t unrecorded_reserved_ = 0;
   bool refuse_if_locked_ = false;
   bool done_ = false;
+  // False once the write went stepwise (or could not go at once).
+  bool may_hold_ = true;
+  int64_t held_owned_bytes_ = 0;
   // Non-empty while schema_ came from the cache and no probe has proven it
   // current yet: the id the caller's ref named (the name is schema_'s).
   std::string unproven_ref_id_;

@@ -15,6 +15,7 @@ extern const char kCommitLeaves[];
 extern const char kCounter[];
 extern const char kDeleteLeaves[];
 extern const char kGuardRuns[];
+extern const char kLeaseGenerations[];
 extern const char kMarkDeleting[];
 extern const char kReleaseRuns[];
 extern const char kRenameDict[];
@@ -29,6 +30,7 @@ extern const char kSizeParts[];
 extern const char kTouchPending[];
 extern const char kUnpublishDict[];
 extern const char kUpdateAttrs[];
+extern const char kWriteAtOnce[];
 extern const char kWriteRuns[];
 }  // namespace tdstore::lua
 
@@ -45,6 +47,7 @@ struct Scripts {
   // a MULTI (indexed_io.cc): an EVALSHA there could meet NOSCRIPT with the
   // block's SETRANGEs queued behind it. Never preloaded.
   redis::Script guard_runs;
+  redis::Script lease_generations;
   redis::Script mark_deleting;
   redis::Script publish_dict;
   redis::Script release_runs;
@@ -59,6 +62,9 @@ struct Scripts {
   redis::Script touch_pending;
   redis::Script unpublish_dict;
   redis::Script update_attrs;
+  // Sent with EVAL inside a MULTI, as guard_runs is (leaf_writer.cc's
+  // at-once path). Never preloaded.
+  redis::Script write_at_once;
   redis::Script write_runs;
 };
 const Scripts& GetScripts();

@@ -228,11 +228,11 @@ class TxnLeafWrite final : public LeafWrite {
                          int64_t byte_size) override {
     return txn_->BeginLeaf(path, record, byte_size);
   }
-  absl::Status Append(std::string bytes) override { return txn_->Append(bytes); }
-  // WriteTxn::Append sends from the caller's memory and keeps nothing.
-  absl::Status AppendLent(std::string_view bytes) override { return txn_->Append(bytes); }
-  // The same holds for borrowed bytes: every command is written or copied
-  // before Append returns (Connection::Append, Pipeline::Send).
+  // A small write holds its bytes until Commit (WriteTxn's at-once path):
+  // handed over, lent, or (borrowed) copied; otherwise they are sent from
+  // the caller's memory before Append returns.
+  absl::Status Append(std::string bytes) override { return txn_->AppendOwned(std::move(bytes)); }
+  absl::Status AppendLent(std::string_view bytes) override { return txn_->AppendLent(bytes); }
   absl::Status AppendBorrowed(std::string_view bytes) override { return txn_->Append(bytes); }
   absl::StatusOr<CommitResult> Commit() override { return txn_->Commit(); }
 

@@ -22,6 +22,11 @@ struct StoreOptions {
   // Commands in flight per pipeline: enough to hide a round trip, small
   // enough that a stream holds at most depth x window bytes.
   int pipeline_depth = 8;
+  // The largest whole-leaf write sent in one round trip, on a standalone
+  // Redis without write_replicas (WriteTxn's at-once path,
+  // server/redis_store/leaf_writer.h); 0 sends every write stepwise. No
+  // flag sets it: the tests choose a path with it.
+  int64_t at_once_max_bytes = int64_t{64} << 20;
   // Most bytes one indexed read or write may select (summed over leaves):
   // indexed calls gather their result in memory, so this bounds it.
   int64_t max_indexed_bytes = 256ll << 20;

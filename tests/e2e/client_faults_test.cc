@@ -307,8 +307,12 @@ TEST_F(ClientFaults, RawStreamSilentPastPendingTimeoutCannotCommit) {
   const std::vector<std::string> before = Keys();
   RawWrite raw(daemon_.address());
   ASSERT_TRUE(raw.Begin("raw"));
-  ASSERT_TRUE(raw.Header("late", 1024, 256));  // 1 MiB in 16 blocks
-  ASSERT_TRUE(raw.Data(1 << 20));             // all of it
+  // 2 MiB in 16 blocks, all of it, in chunks past the bytes tdstored holds
+  // for a write sent at once (WriteTxn::kAtOnceMaxOwnedBytes): the write
+  // goes stepwise, with its blocks pending in Redis until its commit.
+  ASSERT_TRUE(raw.Header("late", 1024, 512));
+  ASSERT_TRUE(raw.Data(1 << 20));
+  ASSERT_TRUE(raw.Data(1 << 20));
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (DataKeys().size() < 16) {
     ASSERT_LT(Clock::now(), deadline) << "the daemon did not write the 16 blocks";

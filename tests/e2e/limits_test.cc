@@ -105,7 +105,10 @@ TEST_F(E2eLimits, StalledWritersAreCancelledAndDoNotBlockOthers) {
   // Its own dict each time it runs (--gtest_repeat), within --max-name-bytes.
   static int runs = 0;
   const std::string name = "stall" + std::to_string(runs++);
-  Dict td = client.create(name, {4});
+  // Parts of 4 KiB: a leaf of the stalled writers' is 98 of them, more
+  // than tdstored sends at once (WriteTxn::kAtOnceMaxParts), so it begins
+  // stepwise, its generation pending in Redis from the start.
+  Dict td = client.create(name, {4}, {}, CreateOptions{0, 4096});
   const auto before = NamespaceSnapshot(kNs);
   auto stub = v1::TdStore::NewStub(
       grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));

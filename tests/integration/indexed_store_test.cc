@@ -464,17 +464,6 @@ TEST_F(IndexedStoreTest, SampledReadMovesAboutTheSelectedBytes) {
       << "moved " << (after - before);
 }
 
-// Runs of Redis' `command` so far (INFO commandstats; standalone Redis).
-int64_t CommandCalls(const ::tdstore::testing::TestRedis& redis, const std::string& command) {
-  const std::vector<std::string> info = redis.Command({"INFO", "commandstats"});
-  const std::string tag = "cmdstat_" + command + ":calls=";
-  for (const std::string& text : info) {
-    const size_t at = text.find(tag);
-    if (at != std::string::npos) return std::stoll(text.substr(at + tag.size()));
-  }
-  return 0;
-}
-
 // Dense selections (a step slice, most rows by position or mask) of two
 // leaves across three blocks: on standalone Redis each key's span is read,
 // patched and written back under WATCH (indexed_io.cc, WriteCovered), on a
@@ -487,7 +476,7 @@ TEST_F(IndexedStoreTest, DenseWritesLeaveExactlyTheModelsBytes) {
   WriteWhole("d", {"x"}, DType::kInt32, {1200, 4}, x);
   WriteWhole("d", {"y"}, DType::kUInt8, {1200}, y);
   const bool covered = client_->pipelines_in_order();
-  const int64_t watches = covered ? CommandCalls(*redis_, "watch") : 0;
+  const int64_t watches = covered ? ::tdstore::testing::CommandCalls(*redis_, "watch") : 0;
   std::mt19937 rng(7);
   for (int round = 0; round < 40; ++round) {
     IndexSpec index;
@@ -534,7 +523,7 @@ TEST_F(IndexedStoreTest, DenseWritesLeaveExactlyTheModelsBytes) {
     ASSERT_EQ(ReadWhole("d", {"y"}), y) << "round " << round;
   }
   if (covered) {
-    EXPECT_GT(CommandCalls(*redis_, "watch"), watches) << "no write took the covering path";
+    EXPECT_GT(::tdstore::testing::CommandCalls(*redis_, "watch"), watches) << "no write took the covering path";
   }
 }
 

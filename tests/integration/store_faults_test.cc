@@ -53,6 +53,18 @@ class StoreFaultsTest : public ::testing::Test {
     return std::thread([ms] { redis_->Command({"DEBUG", "SLEEP", std::to_string(ms / 1000.0)}); });
   }
 
+  // One whole leaf "obs" of `bytes` (float64 [64]) written into `dict`.
+  static absl::Status WriteOnce(DictStore& store, const std::string& dict,
+                                const std::string& bytes) {
+    auto txn = WriteTxn::Begin(&store, dict);
+    if (!txn.ok()) return txn.status();
+    if (auto s = (*txn)->BeginLeaf({"obs"}, DType::kFloat64, {64}, bytes.size()); !s.ok()) {
+      return s;
+    }
+    if (auto s = (*txn)->Append(bytes); !s.ok()) return s;
+    return (*txn)->Commit().status();
+  }
+
   static RedisServerProcess* redis_;
   std::string ns_;
   std::unique_ptr<redis::RedisClient> client_;
@@ -62,71 +74,83 @@ class StoreFaultsTest : public ::testing::Test {
 RedisServerProcess* StoreFaultsTest::redis_ = nullptr;
 
 TEST_F(StoreFaultsTest, CommitWhoseReplyIsLostKeepsTheCommittedLeaf) {
-  // As tdstored does at start: the commit script must be known to Redis, or
-  // the stalled EVALSHA would only answer NOSCRIPT.
-  ASSERT_TRUE(PreloadScripts(*client_).ok());
-  ASSERT_TRUE(store_->CreateDict("d", {64}, 16, 1000).ok());
-  // Idle pooled connections, so the commit goes out at once on one of them
-  // instead of waiting to connect.
-  {
-    std::vector<std::thread> warm;
-    for (int i = 0; i < 4; ++i) warm.emplace_back([&] { (void)store_->LoadDict("d"); });
-    for (std::thread& t : warm) t.join();
+  // The stepwise commit (commit_leaves.lua) and the at-once one (MULTI ...
+  // EXEC with write_at_once.lua): either way a commit that ran stays.
+  for (const int64_t at_once_max_bytes : {int64_t{0}, StoreOptions().at_once_max_bytes}) {
+    SCOPED_TRACE(at_once_max_bytes == 0 ? "stepwise" : "at once");
+    StoreOptions options = store_->options();
+    options.at_once_max_bytes = at_once_max_bytes;
+    DictStore store(client_.get(), options);
+    const std::string dict = at_once_max_bytes == 0 ? "stepwise" : "at_once";
+    // As tdstored does at start: the commit script must be known to Redis, or
+    // the stalled EVALSHA would only answer NOSCRIPT.
+    ASSERT_TRUE(PreloadScripts(*client_).ok());
+    ASSERT_TRUE(store.CreateDict(dict, {64}, 16, 1000).ok());
+    // Idle pooled connections, so the commit goes out at once on one of them
+    // instead of waiting to connect.
+    {
+      std::vector<std::thread> warm;
+      for (int i = 0; i < 4; ++i) warm.emplace_back([&] { (void)store.LoadDict(dict); });
+      for (std::thread& t : warm) t.join();
+    }
+    const std::string bytes(64 * 8, 'x');
+    // A first write: the at-once path's generations are leased (a round trip
+    // of their own, which the stall must not meet).
+    ASSERT_TRUE(WriteOnce(store, dict, std::string(64 * 8, 'w')).ok());
+    // The stall must be in force when the commit goes out and the commit must
+    // reach Redis before the reply times out. On a loaded machine either may
+    // miss (the stalling thread is late: the commit succeeds; or the commit
+    // leaves after the timeout started: its outcome is unknown and it never
+    // ran, which is also a correct answer). So try with growing lead times
+    // until a commit's reply is lost *and* the commit ran: this generation,
+    // not an earlier attempt's, is the visible leaf.
+    absl::Status commit;
+    absl::StatusOr<DictSchema> schema = absl::UnknownError("no attempt");
+    const Leaf* leaf = nullptr;
+    for (int lead_ms : {100, 300, 700, 1000, 1500}) {
+      auto txn = WriteTxn::Begin(&store, dict);
+      ASSERT_TRUE(txn.ok());
+      ASSERT_TRUE((*txn)->BeginLeaf({"obs"}, DType::kFloat64, {64}, bytes.size()).ok());
+      ASSERT_TRUE((*txn)->Append(bytes).ok());
+      auto earlier = store.LoadDict(dict);
+      ASSERT_TRUE(earlier.ok());
+      const Leaf* earlier_leaf = earlier->Find({"obs"});
+      const int64_t earlier_gen = earlier_leaf ? earlier_leaf->record.generation : -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the data is in
+      std::thread stall = Stall(lead_ms + 900);
+      std::this_thread::sleep_for(std::chrono::milliseconds(lead_ms));
+      // The commit script runs after the stall, but its reply comes too late.
+      commit = (*txn)->Commit().status();
+      stall.join();
+      if (commit.ok()) continue;  // the stall came too late
+      EXPECT_EQ(commit.code(), absl::StatusCode::kUnavailable) << commit;
+      EXPECT_NE(commit.message().find("outcome is unknown"), std::string::npos) << commit;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      schema = store.LoadDict(dict);
+      ASSERT_TRUE(schema.ok());
+      leaf = schema->Find({"obs"});
+      if (leaf != nullptr && leaf->record.generation != earlier_gen) break;
+      leaf = nullptr;  // the commit never reached Redis in time: try again
+    }
+    // The commit ran: the leaf is visible and whole (before the fix, the
+    // writer deleted the blocks of the leaf it had just made visible).
+    ASSERT_NE(leaf, nullptr) << "no attempt had its commit run with its reply lost";
+    std::string back;
+    ASSERT_TRUE(ReadLeaf(store, *schema, *leaf, [&](std::string_view b) {
+                  back.append(b);
+                  return absl::OkStatus();
+                }).ok());
+    EXPECT_EQ(back, bytes);
+    // And no sweep can take it away: its pending entry is gone.
+    Sweeper sweeper(&store);
+    ASSERT_TRUE(sweeper.SweepOnce(std::numeric_limits<int64_t>::max()).ok());
+    back.clear();
+    ASSERT_TRUE(ReadLeaf(store, *schema, *leaf, [&](std::string_view b) {
+                  back.append(b);
+                  return absl::OkStatus();
+                }).ok());
+    EXPECT_EQ(back, bytes);
   }
-  const std::string bytes(64 * 8, 'x');
-  // The stall must be in force when the commit goes out and the commit must
-  // reach Redis before the reply times out. On a loaded machine either may
-  // miss (the stalling thread is late: the commit succeeds; or the commit
-  // leaves after the timeout started: its outcome is unknown and it never
-  // ran, which is also a correct answer). So try with growing lead times
-  // until a commit's reply is lost *and* the commit ran: this generation,
-  // not an earlier attempt's, is the visible leaf.
-  absl::Status commit;
-  absl::StatusOr<DictSchema> schema = absl::UnknownError("no attempt");
-  const Leaf* leaf = nullptr;
-  for (int lead_ms : {100, 300, 700, 1000, 1500}) {
-    auto txn = WriteTxn::Begin(store_.get(), "d");
-    ASSERT_TRUE(txn.ok());
-    ASSERT_TRUE((*txn)->BeginLeaf({"obs"}, DType::kFloat64, {64}, bytes.size()).ok());
-    ASSERT_TRUE((*txn)->Append(bytes).ok());
-    auto earlier = store_->LoadDict("d");
-    ASSERT_TRUE(earlier.ok());
-    const Leaf* earlier_leaf = earlier->Find({"obs"});
-    const int64_t earlier_gen = earlier_leaf ? earlier_leaf->record.generation : -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the data is in
-    std::thread stall = Stall(lead_ms + 900);
-    std::this_thread::sleep_for(std::chrono::milliseconds(lead_ms));
-    // The commit script runs after the stall, but its reply comes too late.
-    commit = (*txn)->Commit().status();
-    stall.join();
-    if (commit.ok()) continue;  // the stall came too late
-    EXPECT_EQ(commit.code(), absl::StatusCode::kUnavailable) << commit;
-    EXPECT_NE(commit.message().find("outcome is unknown"), std::string::npos) << commit;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    schema = store_->LoadDict("d");
-    ASSERT_TRUE(schema.ok());
-    leaf = schema->Find({"obs"});
-    if (leaf != nullptr && leaf->record.generation != earlier_gen) break;
-    leaf = nullptr;  // the commit never reached Redis in time: try again
-  }
-  // The commit ran: the leaf is visible and whole (before the fix, the
-  // writer deleted the blocks of the leaf it had just made visible).
-  ASSERT_NE(leaf, nullptr) << "no attempt had its commit run with its reply lost";
-  std::string back;
-  ASSERT_TRUE(ReadLeaf(*store_, *schema, *leaf, [&](std::string_view b) {
-                back.append(b);
-                return absl::OkStatus();
-              }).ok());
-  EXPECT_EQ(back, bytes);
-  // And no sweep can take it away: its pending entry is gone.
-  Sweeper sweeper(store_.get());
-  ASSERT_TRUE(sweeper.SweepOnce(std::numeric_limits<int64_t>::max()).ok());
-  back.clear();
-  ASSERT_TRUE(ReadLeaf(*store_, *schema, *leaf, [&](std::string_view b) {
-                back.append(b);
-                return absl::OkStatus();
-              }).ok());
-  EXPECT_EQ(back, bytes);
 }
 
 TEST_F(StoreFaultsTest, AbortWithWritesInFlightLeavesNoUntrackedKeys) {

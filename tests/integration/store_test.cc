@@ -303,22 +303,33 @@ TEST_F(StoreTest, RejectedWritesLeaveRedisUnchanged) {
 }
 
 TEST_F(StoreTest, AbortedWriteLeavesNoKeys) {
-  ASSERT_TRUE(store_->CreateDict("d", {100}, 10, 64).ok());
-  const std::vector<std::string> before = Snapshot();
-  {
-    auto txn = WriteTxn::Begin(store_.get(), "d");
-    ASSERT_TRUE(txn.ok());
-    ASSERT_TRUE((*txn)->BeginLeaf({"x"}, DType::kFloat32, {100, 8}, 3200).ok());
-    ASSERT_TRUE((*txn)->Append(RandomBytes(1600, 1)).ok());  // half the leaf
-    EXPECT_FALSE(DataKeys().empty());
-  }  // destroyed without Commit: aborted
-  EXPECT_EQ(Snapshot(), before);
-  EXPECT_EQ(store_->LoadDict("d")->leaves.size(), 0u);
+  // Stepwise, the first windows are in Redis when it is aborted; at once,
+  // nothing of it ever is.
+  for (const int64_t at_once_max_bytes : {int64_t{0}, StoreOptions().at_once_max_bytes}) {
+    const bool at_once = at_once_max_bytes > 0 && redis_->cluster() == nullptr;
+    SCOPED_TRACE(at_once ? "at once" : "stepwise");
+    StoreOptions options = store_->options();
+    options.at_once_max_bytes = at_once_max_bytes;
+    DictStore store(client_.get(), options);
+    const std::string dict = at_once_max_bytes > 0 ? "at_once" : "stepwise";
+    ASSERT_TRUE(store.CreateDict(dict, {100}, 10, 64).ok());
+    const std::vector<std::string> before = Snapshot();
+    {
+      auto txn = WriteTxn::Begin(&store, dict);
+      ASSERT_TRUE(txn.ok());
+      ASSERT_TRUE((*txn)->BeginLeaf({"x"}, DType::kFloat32, {100, 8}, 3200).ok());
+      ASSERT_TRUE((*txn)->Append(RandomBytes(1600, 1)).ok());  // half the leaf
+      EXPECT_EQ(DataKeys().empty(), at_once);
+    }  // destroyed without Commit: aborted
+    EXPECT_EQ(Snapshot(), before);
+    EXPECT_EQ(store.LoadDict(dict)->leaves.size(), 0u);
+  }
 }
 
 TEST_F(StoreTest, SweeperRemovesAbandonedWrites) {
   StoreOptions options = store_->options();
   options.pending_timeout = std::chrono::milliseconds(1);
+  options.at_once_max_bytes = 0;  // stepwise: a write in progress is in Redis
   DictStore store(client_.get(), options);
   ASSERT_TRUE(store.CreateDict("d", {100}, 10, 64).ok());
   const std::vector<std::string> before = Snapshot();
@@ -347,6 +358,7 @@ TEST_F(StoreTest, SweeperRemovesAbandonedWrites) {
 
 TEST_F(StoreTest, SweptWriteCannotCommit) {
   StoreOptions options = store_->options();
+  options.at_once_max_bytes = 0;  // stepwise: only its writes have pending entries
   DictStore store(client_.get(), options);
   ASSERT_TRUE(store.CreateDict("d", {4}, 10, 64).ok());
   auto txn = WriteTxn::Begin(&store, "d");
@@ -411,6 +423,7 @@ TEST_F(StoreTest, AnUnpublishedDictIsInvisibleUntilPublishedAndSweptIfAbandoned)
   // A builder that died mid-write: kept while its write is alive...
   StoreOptions options = store_->options();
   options.pending_timeout = std::chrono::milliseconds(60000);
+  options.at_once_max_bytes = 0;  // stepwise: a write in progress is in Redis
   DictStore store(client_.get(), options);
   auto orphan = store.CreateDict("f", {4}, 2, 100, 0, /*publish=*/false);
   ASSERT_TRUE(orphan.ok());
@@ -466,56 +479,65 @@ TEST_F(StoreTest, DeleteDictRemovesEveryKey) {
 // commit, replacement, abort and deletion, and a write over a quota is
 // refused before Redis changes at all.
 TEST_F(StoreTest, UsedBytesFollowGenerationsAndQuotasRefuseBeforeWriting) {
-  StoreOptions options;
-  options.ns = ns_;
-  options.namespace_quota_bytes = 1000;
-  options.dict_quota_bytes = 600;
-  DictStore store(client_.get(), options);
-  auto used = [&] { return *store.NamespaceUsedBytes(); };
-  auto write = [&](const std::string& dict, const LeafPath& path, int64_t n) {
-    auto txn = WriteTxn::Begin(&store, dict);
-    if (!txn.ok()) return txn.status();
-    if (auto s = (*txn)->BeginLeaf(path, DType::kUInt8, {n}, n); !s.ok()) return s;
-    if (auto s = (*txn)->Append(RandomBytes(static_cast<size_t>(n), 7)); !s.ok()) return s;
-    return (*txn)->Commit().status();
-  };
-  ASSERT_TRUE(store.CreateDict("d", {}, 4, 64).ok());
-  ASSERT_TRUE(write("d", {"x"}, 300).ok());
-  EXPECT_EQ(used(), 300);
-  ASSERT_TRUE(write("d", {"x"}, 400).ok());  // replaced: the old 300 are returned
-  EXPECT_EQ(used(), 400);
-  {
-    auto txn = WriteTxn::Begin(&store, "d");
-    ASSERT_TRUE((*txn)->BeginLeaf({"y"}, DType::kUInt8, {100}, 100).ok());
-    EXPECT_EQ(used(), 500);  // reserved while written
-    ASSERT_TRUE((*txn)->Append(RandomBytes(50, 1)).ok());
-  }  // aborted
-  EXPECT_EQ(used(), 400);
+  // Stepwise (a write reserves its bytes as it begins) and at once (its
+  // commit reserves them), with the same refusals.
+  for (const int64_t at_once_max_bytes : {int64_t{0}, StoreOptions().at_once_max_bytes}) {
+    // (A cluster writes stepwise whatever the option says.)
+    const bool at_once = at_once_max_bytes > 0 && redis_->cluster() == nullptr;
+    SCOPED_TRACE(at_once ? "at once" : "stepwise");
+    StoreOptions options;
+    options.ns = ns_;
+    options.namespace_quota_bytes = 1000;
+    options.dict_quota_bytes = 600;
+    options.at_once_max_bytes = at_once_max_bytes;
+    DictStore store(client_.get(), options);
+    auto used = [&] { return *store.NamespaceUsedBytes(); };
+    auto write = [&](const std::string& dict, const LeafPath& path, int64_t n) {
+      auto txn = WriteTxn::Begin(&store, dict);
+      if (!txn.ok()) return txn.status();
+      if (auto s = (*txn)->BeginLeaf(path, DType::kUInt8, {n}, n); !s.ok()) return s;
+      if (auto s = (*txn)->Append(RandomBytes(static_cast<size_t>(n), 7)); !s.ok()) return s;
+      return (*txn)->Commit().status();
+    };
+    ASSERT_TRUE(store.CreateDict("d", {}, 4, 64).ok());
+    ASSERT_TRUE(write("d", {"x"}, 300).ok());
+    EXPECT_EQ(used(), 300);
+    ASSERT_TRUE(write("d", {"x"}, 400).ok());  // replaced: the old 300 are returned
+    EXPECT_EQ(used(), 400);
+    {
+      auto txn = WriteTxn::Begin(&store, "d");
+      ASSERT_TRUE((*txn)->BeginLeaf({"y"}, DType::kUInt8, {100}, 100).ok());
+      // Stepwise, reserved while written; at once, only by its commit.
+      EXPECT_EQ(used(), at_once ? 400 : 500);
+      ASSERT_TRUE((*txn)->Append(RandomBytes(50, 1)).ok());
+    }  // aborted
+    EXPECT_EQ(used(), 400);
 
-  const std::vector<std::string> before = Snapshot();
-  absl::Status s = write("d", {"y"}, 300);  // the dict would hold 700 > 600
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-  EXPECT_NE(std::string(s.message()).find("--dict-quota-bytes"), std::string::npos) << s;
-  EXPECT_EQ(Snapshot(), before);
+    const std::vector<std::string> before = Snapshot();
+    absl::Status s = write("d", {"y"}, 300);  // the dict would hold 700 > 600
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_NE(std::string(s.message()).find("--dict-quota-bytes"), std::string::npos) << s;
+    EXPECT_EQ(Snapshot(), before);
 
-  ASSERT_TRUE(store.CreateDict("e", {}, 4, 64).ok());
-  ASSERT_TRUE(write("e", {"z"}, 500).ok());
-  EXPECT_EQ(used(), 900);
-  const std::vector<std::string> with_e = Snapshot();
-  s = write("d", {"w"}, 200);  // d may hold 600, but the namespace would hold 1100 > 1000
-  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-  EXPECT_NE(std::string(s.message()).find("--namespace-quota-bytes"), std::string::npos) << s;
-  EXPECT_EQ(Snapshot(), with_e);
-  auto created = store.CreateDict("f", {}, 4, 64, /*schema_bytes=*/200);
-  EXPECT_EQ(created.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(Snapshot(), with_e);
+    ASSERT_TRUE(store.CreateDict("e", {}, 4, 64).ok());
+    ASSERT_TRUE(write("e", {"z"}, 500).ok());
+    EXPECT_EQ(used(), 900);
+    const std::vector<std::string> with_e = Snapshot();
+    s = write("d", {"w"}, 200);  // d may hold 600, but the namespace would hold 1100 > 1000
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_NE(std::string(s.message()).find("--namespace-quota-bytes"), std::string::npos) << s;
+    EXPECT_EQ(Snapshot(), with_e);
+    auto created = store.CreateDict("f", {}, 4, 64, /*schema_bytes=*/200);
+    EXPECT_EQ(created.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(Snapshot(), with_e);
 
-  ASSERT_TRUE(store.DeleteLeaves("d", {{"x"}}).ok());
-  EXPECT_EQ(used(), 500);
-  ASSERT_TRUE(store.DeleteDict("e").ok());
-  EXPECT_EQ(used(), 0);
-  ASSERT_TRUE(store.DeleteDict("d").ok());
-  EXPECT_EQ(used(), 0);
+    ASSERT_TRUE(store.DeleteLeaves("d", {{"x"}}).ok());
+    EXPECT_EQ(used(), 500);
+    ASSERT_TRUE(store.DeleteDict("e").ok());
+    EXPECT_EQ(used(), 0);
+    ASSERT_TRUE(store.DeleteDict("d").ok());
+    EXPECT_EQ(used(), 0);
+  }
 }
 
 TEST_F(StoreTest, ZeroByteLeavesHaveNoBlocks) {

@@ -1,5 +1,7 @@
-// The whole-leaf write's short path (issue #33) against a real Redis,
-// standalone and cluster: a write into a dict whose schema is cached
+// The whole-leaf write's short paths (issue #33) against a real Redis,
+// standalone and cluster: a small write goes at once (one MULTI ... EXEC)
+// on a standalone Redis, checked on the schema it was planned on, and
+// stepwise when it cannot; a write into a dict whose schema is cached
 // proves it in the round trip of its first reservation and decides again
 // on a fresh schema when it is stale; the generations a commit replaces go
 // after the answer, on the store's retire worker, exactly once, also with
@@ -9,8 +11,10 @@
 #include <atomic>
 #include <chrono>
 #include <limits>
+#include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "server/redis/make_client.h"
 #include "server/redis_store/dict_resize.h"
+#include "server/redis_store/dict_state.h"
 #include "server/redis_store/dict_store.h"
 #include "server/redis_store/leaf_reader.h"
 #include "server/redis_store/leaf_writer.h"
@@ -234,29 +239,280 @@ TEST_F(WritePathTest, RetiredGenerationsAreReturnedOnceWithTheSweeperRacing) {
       << schema->StoredBytes();
 }
 
-// A write whose stream breaks halfway, by a cached schema: nothing visible,
-// its blocks and pending entry gone, its reservation returned.
-TEST_F(WritePathTest, ABrokenWriteLeavesNothingVisibleNorBehind) {
+
+// On a standalone Redis a small write (several leaves, blocks of several
+// parts, bytes appended in pieces) is one MULTI ... EXEC: no begin_write,
+// reservation or commit script of its own, no pending entry; its
+// generations leased ahead, a range per daemon. On a cluster the same
+// writes go stepwise. Either way every leaf reads back as written, and
+// only the last generations' keys stay.
+TEST_F(WritePathTest, ASmallWriteGoesAtOnceOnAStandaloneRedis) {
+  const bool standalone = redis_->cluster() == nullptr;
   a_->RetireInBackground();
-  auto created = a_->CreateDict("d", {100}, 10, 64);
+  auto created = a_->CreateDict("d", {50}, 8, 64);  // 8 rows a block, parts of 64 bytes
   ASSERT_TRUE(created.ok());
   const DictRef ref("d", created->meta.id);
-  ASSERT_TRUE(Write(a_.get(), ref, {"x"}, {100, 4}, RandomBytes(400, 1)).ok());
-  ASSERT_TRUE(Eventually([&] { return PendingCount(std::string(ref.id)) == "0"; }));
-  const std::vector<std::string> before = DataKeys();
-  {
+  std::mt19937 rng(11);
+  std::map<std::string, std::string> expected;
+  auto write_some = [&](int round) -> absl::Status {
     auto txn = WriteTxn::Begin(a_.get(), ref);
-    ASSERT_TRUE(txn.ok());
-    ASSERT_TRUE((*txn)->BeginLeaf({"x"}, DType::kUInt8, {100, 32}, 3200).ok());
-    ASSERT_TRUE((*txn)->Append(RandomBytes(1600, 2)).ok());  // half the leaf
-    EXPECT_GT(DataKeys().size(), before.size());
-  }  // the stream broke: aborted
-  EXPECT_EQ(DataKeys(), before);
-  EXPECT_EQ(PendingCount(std::string(ref.id)), "0");
-  EXPECT_EQ(UsedBytes(), 400);
+    if (!txn.ok()) return txn.status();
+    for (int leaf = 0; leaf < 1 + round % 3; ++leaf) {
+      const std::string name = "x" + std::to_string(rng() % 4);
+      if (expected.count(name) && leaf > 0) continue;  // one write of a path per call
+      const int64_t width = 1 + rng() % 20;
+      const std::string bytes = RandomBytes(static_cast<size_t>(50 * width), rng());
+      if (auto s = (*txn)->BeginLeaf({name}, DType::kUInt8, {50, width}, bytes.size()); !s.ok()) {
+        return s;
+      }
+      for (size_t off = 0; off < bytes.size(); off += 37) {
+        if (auto s = (*txn)->Append(std::string_view(bytes).substr(off, 37)); !s.ok()) return s;
+      }
+      expected[name] = bytes;
+    }
+    return (*txn)->Commit().status();
+  };
+  ASSERT_TRUE(write_some(0).ok());  // leases this daemon's generations
+  // Every HINCRBY Redis runs (scripts' included): a stepwise write takes a
+  // generation per leaf from the counter (begin_write.lua) and bumps the
+  // version; at once only the version, the generations being leased (64 a
+  // range: more than these rounds write). Retiring runs none.
+  const int64_t hincrby = standalone ? ::tdstore::testing::CommandCalls(*redis_, "hincrby") : 0;
+  for (int round = 1; round <= 12; ++round) {
+    expected.clear();
+    absl::Status written = write_some(round);
+    ASSERT_TRUE(written.ok()) << written;
+    for (const auto& [name, bytes] : expected) {
+      EXPECT_EQ(*Read(a_.get(), "d", {name}), bytes) << name << " after round " << round;
+    }
+  }
+  if (standalone) EXPECT_EQ(::tdstore::testing::CommandCalls(*redis_, "hincrby") - hincrby, 12);
+  // The replaced generations go; only each leaf's own parts stay.
+  ASSERT_TRUE(Eventually([&] { return PendingCount(std::string(ref.id)) == "0"; }));
   auto schema = a_->LoadDict("d");
   ASSERT_TRUE(schema.ok());
-  EXPECT_EQ(schema->Find({"x"})->record.shape, (Shape{100, 4}));
+  std::vector<std::string> parts;
+  for (const auto& [_, leaf] : schema->leaves) {
+    auto layout = schema->Layout(leaf.record);
+    ASSERT_TRUE(layout.ok());
+    for (int64_t b = 0; b < layout->block_count(); ++b) {
+      for (int64_t p = 0; p < layout->part_count(b); ++p) {
+        parts.push_back(a_->keys().BlockPart(ref.id, b, leaf.record.generation, p));
+      }
+    }
+  }
+  std::sort(parts.begin(), parts.end());
+  EXPECT_EQ(DataKeys(), parts);
+  EXPECT_EQ(UsedBytes(), schema->StoredBytes());
+}
+
+// A write held for the at-once path while another daemon changes the dict:
+// checked again on the schema as it is at its commit. Another leaf added:
+// it commits, and both leaves stay. Locked: refused. Deleted: NOT_FOUND.
+// Refused or not, it leaves no part behind and its bytes uncounted.
+TEST_F(WritePathTest, AWriteHeldWhileTheDictChangesIsDecidedOnTheDictAsItIs) {
+  auto created = a_->CreateDict("d", {16}, 4, 1000);
+  ASSERT_TRUE(created.ok());
+  const DictRef ref("d", created->meta.id);
+  ASSERT_TRUE(Write(a_.get(), ref, {"x"}, {16}, RandomBytes(16, 1)).ok());  // cached in a
+  auto begun = [&](const LeafPath& path, const std::string& bytes) {
+    auto txn = WriteTxn::Begin(a_.get(), ref);
+    EXPECT_TRUE(txn.ok());
+    EXPECT_TRUE((*txn)->BeginLeaf(path, DType::kUInt8, {16}, 16).ok());
+    EXPECT_TRUE((*txn)->Append(bytes).ok());
+    return *std::move(txn);
+  };
+  // Another leaf added meanwhile.
+  const std::string x2 = RandomBytes(16, 2), y = RandomBytes(16, 3);
+  auto txn = begun({"x"}, x2);
+  ASSERT_TRUE(Write(b_.get(), DictRef("d"), {"y"}, {16}, y).ok());
+  auto committed = txn->Commit();
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  EXPECT_EQ(*Read(a_.get(), "d", {"x"}), x2);
+  EXPECT_EQ(*Read(a_.get(), "d", {"y"}), y);
+  const int64_t used = UsedBytes();
+  const std::vector<std::string> data = DataKeys();
+
+  // Locked meanwhile: a new leaf is refused.
+  txn = begun({"z"}, RandomBytes(16, 4));
+  ASSERT_TRUE(SetLocked(*b_, DictRef("d"), true).ok());
+  auto locked = txn->Commit();
+  EXPECT_EQ(locked.status().code(), absl::StatusCode::kFailedPrecondition) << locked.status();
+  txn.reset();
+  ASSERT_TRUE(SetLocked(*b_, DictRef("d"), false).ok());
+  EXPECT_EQ(a_->LoadDict("d")->Find({"z"}), nullptr);
+  EXPECT_EQ(UsedBytes(), used);
+
+  // Deleted meanwhile.
+  txn = begun({"x"}, RandomBytes(16, 5));
+  ASSERT_TRUE(b_->DeleteDict(DictRef("d")).ok());
+  auto gone = txn->Commit();
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound) << gone.status();
+  txn.reset();
+  EXPECT_TRUE(DataKeys().empty());
+  EXPECT_EQ(UsedBytes(), 0);
+  (void)data;
+}
+
+// A write that outgrows the at-once limits on the way (a second leaf past
+// at_once_max_bytes, or more than kAtOnceMaxOwnedBytes handed over) goes
+// stepwise from its first leaf, with the bytes held so far.
+TEST_F(WritePathTest, AWriteOutgrowingTheAtOnceLimitsGoesStepwise) {
+  options_.at_once_max_bytes = 1000;
+  std::unique_ptr<DictStore> store = NewStore();
+  auto created = store->CreateDict("d", {100}, 64, 1 << 20);
+  ASSERT_TRUE(created.ok());
+  const DictRef ref("d", created->meta.id);
+  const std::string x = RandomBytes(600, 1), y = RandomBytes(600, 2);
+  {
+    auto txn = WriteTxn::Begin(store.get(), ref);
+    ASSERT_TRUE(txn.ok());
+    ASSERT_TRUE((*txn)->BeginLeaf({"x"}, DType::kUInt8, {100, 6}, 600).ok());
+    ASSERT_TRUE((*txn)->AppendLent(x).ok());
+    ASSERT_TRUE((*txn)->BeginLeaf({"y"}, DType::kUInt8, {100, 6}, 600).ok());  // 1200 > 1000
+    ASSERT_TRUE((*txn)->Append(y).ok());
+    auto committed = (*txn)->Commit();
+    ASSERT_TRUE(committed.ok()) << committed.status();
+  }
+  EXPECT_EQ(*Read(store.get(), "d", {"x"}), x);
+  EXPECT_EQ(*Read(store.get(), "d", {"y"}), y);
+
+  // Handed over: 3 MiB in pieces of 512 KiB, past the 1 MiB kept here.
+  options_.at_once_max_bytes = StoreOptions().at_once_max_bytes;
+  store = NewStore();
+  const int64_t width = 3 * (int64_t{1} << 20) / 100;
+  const std::string big = RandomBytes(static_cast<size_t>(100 * width), 3);
+  auto txn = WriteTxn::Begin(store.get(), ref);
+  ASSERT_TRUE(txn.ok());
+  ASSERT_TRUE((*txn)->BeginLeaf({"big"}, DType::kUInt8, {100, width}, big.size()).ok());
+  for (size_t off = 0; off < big.size(); off += 512 << 10) {
+    ASSERT_TRUE((*txn)->AppendOwned(big.substr(off, 512 << 10)).ok());
+  }
+  auto committed = (*txn)->Commit();
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  EXPECT_EQ(*Read(store.get(), "d", {"big"}), big);
+}
+
+// Two daemons writing one leaf in turn, each from generations it leased:
+// every commit has a generation of its own, the last one reads back, and
+// once the replaced ones are gone only its parts stay.
+TEST_F(WritePathTest, TwoDaemonsWritingAtOnceNeverShareAGeneration) {
+  a_->RetireInBackground();
+  b_->RetireInBackground();
+  auto created = a_->CreateDict("d", {32}, 8, 16);
+  ASSERT_TRUE(created.ok());
+  const DictRef ref("d", created->meta.id);
+  std::set<int64_t> generations;
+  std::string last;
+  for (int i = 0; i < 40; ++i) {
+    DictStore* store = i % 2 == 0 ? a_.get() : b_.get();
+    last = RandomBytes(64, static_cast<uint32_t>(100 + i));
+    absl::Status written = Write(store, ref, {"x"}, {32, 2}, last);
+    ASSERT_TRUE(written.ok()) << written;
+    auto schema = store->LoadDict("d");
+    ASSERT_TRUE(schema.ok());
+    EXPECT_TRUE(generations.insert(schema->Find({"x"})->record.generation).second)
+        << "generation " << schema->Find({"x"})->record.generation << " committed twice";
+    EXPECT_EQ(*Read(store, "d", {"x"}), last);
+  }
+  ASSERT_TRUE(Eventually([&] { return PendingCount(std::string(ref.id)) == "0"; }));
+  auto schema = a_->LoadDict("d");
+  ASSERT_TRUE(schema.ok());
+  const int64_t gen = schema->Find({"x"})->record.generation;
+  for (const std::string& key : DataKeys()) {
+    EXPECT_NE(key.find(":g" + std::to_string(gen) + ":"), std::string::npos) << key;
+  }
+  EXPECT_EQ(DataKeys().size(), 4u);  // 4 blocks of one 16-byte part
+}
+
+// A later leaf of a write whose first leaves are held, on a cached schema
+// no probe proved yet: refused by the dict as it really is, the call fails
+// and nothing of it stays (not its first leaf either); refused only by the
+// cache's age, the leaves go stepwise on a fresh schema and the write
+// commits whole.
+TEST_F(WritePathTest, ALaterLeafRefusedOnACachedSchemaKeepsTheWriteWhole) {
+  options_.dict_quota_bytes = 1000;
+  std::unique_ptr<DictStore> a = NewStore();
+  std::unique_ptr<DictStore> b = NewStore();
+  auto created = a->CreateDict("d", {100}, 64, 1 << 20);
+  ASSERT_TRUE(created.ok());
+  const DictRef ref("d", created->meta.id);
+  ASSERT_TRUE(Write(a.get(), ref, {"a"}, {100}, RandomBytes(100, 1)).ok());  // cached in a
+  const int64_t used = UsedBytes();
+  const std::vector<std::string> data = DataKeys();
+
+  // Over the dict quota: 100 + 600 + 400 > 1000.
+  {
+    auto txn = WriteTxn::Begin(a.get(), ref);
+    ASSERT_TRUE(txn.ok());
+    ASSERT_TRUE((*txn)->BeginLeaf({"x"}, DType::kUInt8, {100, 6}, 600).ok());
+    ASSERT_TRUE((*txn)->Append(RandomBytes(600, 2)).ok());
+    absl::Status refused = (*txn)->BeginLeaf({"y"}, DType::kUInt8, {100, 4}, 400);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+    EXPECT_FALSE((*txn)->Commit().ok());
+  }
+  auto schema = a->LoadDict("d");
+  ASSERT_TRUE(schema.ok());
+  EXPECT_EQ(schema->Find({"x"}), nullptr) << "the first leaf of a refused write was kept";
+  EXPECT_EQ(schema->Find({"y"}), nullptr);
+  EXPECT_EQ(DataKeys(), data);
+  EXPECT_EQ(UsedBytes(), used);
+
+  // Refused by the cache only: b removes "a", which a's cache still has,
+  // so "a/z" looks like a conflict to a until it checks again.
+  ASSERT_TRUE(a->Load(ref).ok());
+  ASSERT_TRUE(b->DeleteLeaves(DictRef("d"), {{"a"}}).ok());
+  const std::string x = RandomBytes(300, 3), z = RandomBytes(100, 4);
+  {
+    auto txn = WriteTxn::Begin(a.get(), ref);
+    ASSERT_TRUE(txn.ok());
+    ASSERT_TRUE((*txn)->BeginLeaf({"x"}, DType::kUInt8, {100, 3}, 300).ok());
+    ASSERT_TRUE((*txn)->Append(x).ok());
+    absl::Status begun = (*txn)->BeginLeaf({"a", "z"}, DType::kUInt8, {100}, 100);
+    ASSERT_TRUE(begun.ok()) << begun;
+    ASSERT_TRUE((*txn)->Append(z).ok());
+    auto committed = (*txn)->Commit();
+    ASSERT_TRUE(committed.ok()) << committed.status();
+  }
+  EXPECT_EQ(*Read(a.get(), "d", {"x"}), x);
+  EXPECT_EQ(*Read(a.get(), "d", {"a", "z"}), z);
+}
+
+// A write whose stream breaks halfway, by a cached schema: nothing visible,
+// its blocks and pending entry gone, its reservation returned. Stepwise,
+// its first windows were in Redis; at once, nothing of it ever was.
+TEST_F(WritePathTest, ABrokenWriteLeavesNothingVisibleNorBehind) {
+  for (const int64_t at_once_max_bytes : {int64_t{0}, StoreOptions().at_once_max_bytes}) {
+    const bool at_once = at_once_max_bytes > 0 && redis_->cluster() == nullptr;
+    SCOPED_TRACE(at_once ? "at once" : "stepwise");
+    for (const std::string& k : Keys()) redis_->Command({"DEL", k});
+    options_.at_once_max_bytes = at_once_max_bytes;
+    std::unique_ptr<DictStore> store = NewStore();
+    store->RetireInBackground();
+    auto created = store->CreateDict("d", {100}, 10, 64);
+    ASSERT_TRUE(created.ok());
+    const DictRef ref("d", created->meta.id);
+    ASSERT_TRUE(Write(store.get(), ref, {"x"}, {100, 4}, RandomBytes(400, 1)).ok());
+    ASSERT_TRUE(Eventually([&] { return PendingCount(std::string(ref.id)) == "0"; }));
+    const std::vector<std::string> before = DataKeys();
+    {
+      auto txn = WriteTxn::Begin(store.get(), ref);
+      ASSERT_TRUE(txn.ok());
+      ASSERT_TRUE((*txn)->BeginLeaf({"x"}, DType::kUInt8, {100, 32}, 3200).ok());
+      ASSERT_TRUE((*txn)->Append(RandomBytes(1600, 2)).ok());  // half the leaf
+      if (at_once) {
+        EXPECT_EQ(DataKeys(), before);
+      } else {
+        EXPECT_GT(DataKeys().size(), before.size());
+      }
+    }  // the stream broke: aborted
+    EXPECT_EQ(DataKeys(), before);
+    EXPECT_EQ(PendingCount(std::string(ref.id)), "0");
+    EXPECT_EQ(UsedBytes(), 400);
+    auto schema = store->LoadDict("d");
+    ASSERT_TRUE(schema.ok());
+    EXPECT_EQ(schema->Find({"x"})->record.shape, (Shape{100, 4}));
+  }
 }
 
 }  // namespace

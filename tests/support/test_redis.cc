@@ -120,4 +120,13 @@ std::unique_ptr<TestRedis> MakeTestRedis(const std::string& backend, TestRedisOp
   return std::make_unique<UnknownTestRedis>(backend);
 }
 
+int64_t CommandCalls(const TestRedis& redis, const std::string& command) {
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  for (const std::string& text : redis.Command({"INFO", "commandstats"})) {
+    const size_t at = text.find(tag);
+    if (at != std::string::npos) return std::stoll(text.substr(at + tag.size()));
+  }
+  return 0;
+}
+
 }  // namespace tdstore::testing

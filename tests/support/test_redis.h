@@ -68,6 +68,10 @@ class TestRedis {
   virtual RedisClusterProcess* cluster() { return nullptr; }
 };
 
+// How many times Redis ran `command` so far (INFO commandstats; on a
+// cluster, of the node that answers INFO), 0 if never.
+int64_t CommandCalls(const TestRedis& redis, const std::string& command);
+
 // The value of TDSTORE_TEST_BACKEND, "standalone" when unset or empty.
 std::string TestBackendName();
 

@@ -181,7 +181,14 @@ class TdStoreStorage(StoreStorage):
         return len(self) == self.max_size
 
     def _max_size_along_dim0(self, *, single_data=None, batched_data=None) -> int:
-        shape = self._total_shape
+        # A writer asks with its rows, before the write that makes or opens
+        # the dict. Until then the answer comes from max_size and the rows,
+        # without opening the dict (a round trip that fails for a new
+        # buffer): a dict another process made is either of this size or
+        # refused by that write (_check_fits), before anything is written.
+        given = single_data is not None or batched_data is not None
+        shape = self._store.batch_size[:self.ndim] if self._store is not None else (
+            None if given else self._total_shape)
         if shape is not None:
             return shape[0]
         if self.ndim == 1:

@@ -1,0 +1,217 @@
+// WriteTxn's at-once path (leaf_writer.h): a small whole-leaf write held
+// until Commit, then sent in one round trip; and the way back to the
+// stepwise path when it cannot go at once.
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/str_cat.h"
+#include "server/redis_store/leaf_record_text.h"
+#include "server/redis_store/leaf_writer.h"
+#include "server/redis_store/lua_scripts.h"
+#include "server/redis_store/redis_errors.h"
+#include "server/store/store_checks.h"
+
+namespace tdstore::store {
+namespace {
+
+// The bytes [offset, offset + length) of a held leaf, whose pieces follow
+// one another from offset 0: a view of the one piece that holds them, or
+// of a copy joined from several (kept in `joined`).
+std::string_view HeldBytes(const std::vector<WriteTxn::HeldPiece>& pieces, int64_t offset,
+                           int64_t length, std::deque<std::string>& joined) {
+  std::string* out = nullptr;
+  int64_t at = 0;  // the leaf offset of the piece looked at
+  for (const WriteTxn::HeldPiece& piece : pieces) {
+    const std::string_view bytes = piece.bytes();
+    const int64_t end = at + static_cast<int64_t>(bytes.size());
+    if (end > offset && at < offset + length) {
+      const int64_t from = std::max(offset, at), to = std::min(offset + length, end);
+      const std::string_view wanted = bytes.substr(static_cast<size_t>(from - at),
+                                                   static_cast<size_t>(to - from));
+      if (out == nullptr && from == offset && to == offset + length) return wanted;
+      if (out == nullptr) out = &joined.emplace_back();
+      out->append(wanted);
+    }
+    at = end;
+  }
+  return out == nullptr ? std::string_view() : std::string_view(*out);
+}
+
+}  // namespace
+
+bool WriteTxn::Holds(const BlockLayout& layout, int64_t byte_size) const {
+  if (!may_hold_ || (!leaves_.empty() && !leaves_.front().held)) return false;
+  const StoreOptions& options = store_->options();
+  // A cluster spreads the parts over other slots than the meta's, which
+  // neither a MULTI nor a script may span; replicas confirm through WAIT
+  // on each write's own connection.
+  if (options.write_replicas > 0 || !store_->redis().pipelines_in_order()) return false;
+  const int64_t max_bytes = options.at_once_max_bytes;
+  if (max_bytes <= 0 || byte_size > max_bytes) return false;
+  int64_t bytes = byte_size;
+  int parts = 0;
+  bool whole = true;  // every part sent as one command
+  auto count = [&](const BlockLayout& l) {
+    l.ForEachSegment(0, l.total_bytes(), max_bytes, [&](const Segment& seg) {
+      ++parts;
+      whole = whole && seg.length == l.part_size(seg.block, seg.part);
+    });
+  };
+  count(layout);
+  for (const PendingLeaf& p : leaves_) {
+    bytes += p.layout.total_bytes();
+    count(p.layout);
+  }
+  return whole && parts <= kAtOnceMaxParts && bytes <= max_bytes;
+}
+
+absl::Status WriteTxn::ReplayStepwise(bool fresh) {
+  may_hold_ = false;
+  std::vector<PendingLeaf> held = std::exchange(leaves_, {});
+  held_owned_bytes_ = 0;
+  const std::string id = schema_.meta.id;
+  const Shape batch = schema_.meta.batch_shape;
+  for (int attempt = 0;; ++attempt) {
+    if (fresh) {
+      unproven_ref_id_ = id;  // what LoadFreshSchema loads by
+      if (auto s = LoadFreshSchema(); !s.ok()) return Fail(s);
+      if (schema_.meta.batch_shape != batch) {
+        // As commit_leaves.lua's TDBATCH says it: stale, so that an
+        // indexed write's leaf creation plans again.
+        return Fail(StaleError(StrCat("the batch size of dict '", schema_.meta.name,
+                                      "' (resized during the write)")));
+      }
+    } else {
+      bytes_after_commit_ = schema_.StoredBytes();
+    }
+    // Each leaf begun as its caller began it, checked again (on the fresh
+    // schema if there is one), then its bytes, sent now. A cached schema
+    // not proven yet is proven by the first reservation, as in BeginLeaf,
+    // and a refusal on it is decided again once on a fresh one.
+    const bool unproven = !unproven_ref_id_.empty();
+    absl::Status status;
+    for (const PendingLeaf& h : held) {
+      status = h.fields.empty() ? BeginLeafOn(h.leaf.path, h.asked, h.layout.total_bytes())
+                                : BeginRecordOn(h.asked_fields);
+      if (status.ok() && h.zero) status = ZeroFill();
+      for (size_t i = 0; status.ok() && i < h.pieces.size(); ++i) {
+        status = Append(h.pieces[i].bytes());
+      }
+      if (!status.ok()) break;
+    }
+    if (status.ok() || !unproven || attempt > 0) return status;
+    done_ = false;  // the refusal aborted what was begun; begin again
+    fresh = true;
+  }
+}
+
+absl::StatusOr<std::optional<CommitResult>> WriteTxn::CommitAtOnce(CommitMode mode) {
+  const KeySchema& keys = store_->keys();
+  const StoreOptions& options = store_->options();
+  const std::string& id = schema_.meta.id;
+  auto first = store_->generation_leases().Take(schema_.meta, static_cast<int64_t>(leaves_.size()));
+  if (!first.ok()) return Fail(first.status());
+  int64_t gen = *first, bytes = 0;
+  for (PendingLeaf& p : leaves_) {
+    p.leaf.record.generation = gen;
+    for (Leaf& f : p.fields) f.record.generation = gen;
+    ++gen;
+    bytes += p.layout.total_bytes();
+  }
+
+  // Each part as one command: its bytes in a SET, or for a ZeroFill a
+  // SETRANGE of its last byte (Redis pads with zeros).
+  static const std::string_view kZero("\0", 1);
+  std::deque<std::string> text;  // keys, numbers and joined bytes the commands point into
+  std::vector<std::vector<std::string_view>> writes;
+  std::vector<std::string_view> part_keys, part_lengths;
+  for (const PendingLeaf& p : leaves_) {
+    p.layout.ForEachSegment(0, p.layout.total_bytes(), options.at_once_max_bytes,
+                            [&](const Segment& seg) {
+      const std::string_view key = text.emplace_back(
+          keys.BlockPart(id, seg.block, p.leaf.record.generation, seg.part));
+      part_keys.push_back(key);
+      part_lengths.push_back(text.emplace_back(StrCat(seg.length)));
+      if (p.zero) {
+        writes.push_back({"SETRANGE", key, text.emplace_back(StrCat(seg.length - 1)), kZero});
+      } else {
+        writes.push_back({"SET", key, HeldBytes(p.pieces, seg.leaf_offset, seg.length, text)});
+      }
+    });
+  }
+  // The name is checked as the probe would (schema_cache.h) when the
+  // schema came from the cache and no probe proved it yet.
+  std::vector<std::string> args{unproven_ref_id_.empty() ? std::string() : schema_.meta.name,
+                                id, StrCat(schema_.meta.version), StrCat(bytes),
+                                StrCat(options.namespace_quota_bytes)};
+  AppendCommitArgs(mode, &args);
+  const std::string meta = keys.Meta(id), leaves = keys.Leaves(id), pending = keys.Pending(id),
+                    catalog = keys.Catalog(), used = keys.UsedBytes();
+  const std::string numkeys = StrCat(5 + part_keys.size());
+  std::vector<std::string_view> eval{"EVAL", GetScripts().write_at_once.body(), numkeys,
+                                     meta, leaves, pending, catalog, used};
+  eval.insert(eval.end(), part_keys.begin(), part_keys.end());
+  eval.insert(eval.end(), args.begin(), args.end());
+  eval.insert(eval.end(), part_lengths.begin(), part_lengths.end());
+
+  // MULTI, the parts, the script, EXEC: one round trip. Until EXEC is sent
+  // nothing can have run (Redis drops the transaction of a connection that
+  // breaks); from then on a broken connection leaves the outcome unknown.
+  auto pipe = store_->redis().NewPipeline(static_cast<int>(writes.size()) + 3);
+  if (!pipe.ok()) return Fail(pipe.status());
+  absl::Status sent = (*pipe)->Send(meta, {"MULTI"});
+  for (size_t i = 0; sent.ok() && i < writes.size(); ++i) sent = (*pipe)->Send(meta, writes[i]);
+  if (sent.ok()) sent = (*pipe)->Send(meta, eval);
+  if (!sent.ok()) return Fail(sent);
+  auto unknown = [&](const absl::Status& why) -> absl::Status {
+    done_ = true;
+    return OutcomeUnknown(StrCat(
+        "the write's outcome is unknown (it may or may not be visible; retrying it is safe): ",
+        why.message()));
+  };
+  if (auto s = (*pipe)->Send(meta, {"EXEC"}); !s.ok()) return unknown(s);
+  if (auto s = (*pipe)->Flush(); !s.ok()) return unknown(s);
+  absl::Status queued;
+  for (size_t i = 0; i < writes.size() + 2; ++i) {
+    auto ack = (*pipe)->Receive();
+    if (!ack.ok()) return unknown(ack.status());
+    if (queued.ok() && (!ack->is_status() || (ack->str() != "OK" && ack->str() != "QUEUED"))) {
+      // Refused as it was queued (out of memory, say): EXEC runs none of it.
+      queued = ReplyStatus(*ack, "a whole-leaf write's transaction");
+      if (queued.ok()) queued = absl::InternalError("a MULTI command was not queued");
+    }
+  }
+  auto exec = (*pipe)->Receive();
+  if (!exec.ok()) return unknown(exec.status());
+  if (!queued.ok()) return Fail(queued);
+  if (auto s = ReplyStatus(*exec, "a whole-leaf write's transaction"); !s.ok()) return Fail(s);
+  if (exec->size() != writes.size() + 1) {
+    return Fail(absl::InternalError(StrCat("a whole-leaf write's EXEC answered ", exec->size(),
+                                           " replies for ", writes.size() + 1, " commands")));
+  }
+  const redis::ReplyView reply = (*exec)[writes.size()];
+  const std::string_view tag = ErrorTag(reply);
+  if (tag == "TDSTALE") {
+    // Checked on a schema that changed since: nothing was written (the
+    // script deleted the parts). Decide again on the schema as it is now.
+    if (auto s = ReplayStepwise(/*fresh=*/true); !s.ok()) return s;
+    return std::optional<CommitResult>();
+  }
+  if (tag == "TDQUOTA") {
+    int64_t stored = 0;
+    (void)absl::SimpleAtoi(std::string(ErrorDetail(reply)), &stored);
+    return Fail(NamespaceQuotaError(options, stored, bytes,
+                                    StrCat("the write into dict '", schema_.meta.name, "'")));
+  }
+  if (tag == "TDSHORT") {
+    return Fail(absl::UnavailableError(StrCat(
+        "a part of the write did not reach Redis whole (", ErrorDetail(reply),
+        "); nothing was written")));
+  }
+  if (auto s = CommitRefusal(reply); !s.ok()) return Fail(s);
+  return std::optional<CommitResult>(AfterCommit(reply));
+}
+
+}  // namespace tdstore::store
