@@ -347,9 +347,14 @@ absl::Status WriteTxn::AppendGiven(std::string_view data, std::string* owned, Gi
       leaves_.back().written += size;
       return absl::OkStatus();
     }
-    // Bytes kept here are memory of ours: past a small bound the write
+    // Bytes kept here are memory of ours, leased from the budget as every
+    // buffer of call data is (the bound at once, on the first such piece).
+    // Past the bound, or with no room in the budget right now, the write
     // goes stepwise, whose windows send them as they come.
-    if (held_owned_bytes_ + size <= kAtOnceMaxOwnedBytes) {
+    if (held_owned_bytes_ == 0 && !held_lease_) {
+      held_lease_ = store_->budget().TryAcquire(kAtOnceMaxOwnedBytes);
+    }
+    if (held_lease_ && held_owned_bytes_ + size <= kAtOnceMaxOwnedBytes) {
       held_owned_bytes_ += size;
       HeldPiece piece;
       piece.owned = owned != nullptr ? std::move(*owned) : std::string(data);

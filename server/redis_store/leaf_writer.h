@@ -257,6 +257,8 @@ class WriteTxn {
   // False once the write went stepwise (or could not go at once).
   bool may_hold_ = true;
   int64_t held_owned_bytes_ = 0;
+  // The budget's share for the bytes held here (kAtOnceMaxOwnedBytes).
+  std::optional<MemoryBudget::Lease> held_lease_;
   // Non-empty while schema_ came from the cache and no probe has proven it
   // current yet: the id the caller's ref named (the name is schema_'s).
   std::string unproven_ref_id_;

@@ -71,6 +71,8 @@ absl::Status WriteTxn::ReplayStepwise(bool fresh) {
   may_hold_ = false;
   std::vector<PendingLeaf> held = std::exchange(leaves_, {});
   held_owned_bytes_ = 0;
+  // Released when this returns, once the bytes held have been sent.
+  std::optional<MemoryBudget::Lease> held_lease = std::exchange(held_lease_, std::nullopt);
   const std::string id = schema_.meta.id;
   const Shape batch = schema_.meta.batch_shape;
   for (int attempt = 0;; ++attempt) {
