@@ -31,8 +31,7 @@ DictStore::DictStore(redis::RedisClient* redis, StoreOptions options)
     : redis_(redis),
       options_(std::move(options)),
       keys_(options_.ns),
-      budget_(options_.memory_budget_bytes, options_.memory_budget_wait),
-      leases_(redis, &keys_) {}
+      budget_(options_.memory_budget_bytes, options_.memory_budget_wait) {}
 
 DictStore::~DictStore() { StopRetiring(); }
 

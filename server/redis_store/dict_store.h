@@ -41,7 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/redis_store/key_schema.h"
-#include "server/redis_store/generation_leases.h"
+#include "server/redis_store/generation_hints.h"
 #include "server/redis_store/retire_queue.h"
 #include "common/path.h"
 #include "common/shape.h"
@@ -70,9 +70,9 @@ class DictStore {
 
   const StoreOptions& options() const { return options_; }
   const KeySchema& keys() const { return keys_; }
-  // Generations leased ahead of the writes that name them (WriteTxn's
-  // at-once path).
-  GenerationLeases& generation_leases() { return leases_; }
+  // The generations proposed for writes sent at once (WriteTxn's at-once
+  // path).
+  GenerationHints& generation_hints() { return hints_; }
   redis::RedisClient& redis() const { return *redis_; }
 
   // Creates an empty dict. rows_per_block / part_bytes of 0 take the
@@ -257,7 +257,7 @@ class DictStore {
   const KeySchema keys_;
   mutable MemoryBudget budget_;
   mutable SchemaCache cache_;
-  GenerationLeases leases_;
+  GenerationHints hints_;
   // Set once by RetireInBackground, before the store serves; last, so that
   // its worker stops before the members its drops use go.
   std::unique_ptr<RetireQueue> retire_;

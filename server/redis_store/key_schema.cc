@@ -43,6 +43,10 @@ std::string KeySchema::Pending(std::string_view dict_id) const {
   return absl::StrCat(ns_, ":{", AV(dict_id), "}:pending");
 }
 
+std::string KeySchema::AtOnceHold(std::string_view dict_id) const {
+  return absl::StrCat(ns_, ":{", AV(dict_id), "}:at_once_hold");
+}
+
 std::string KeySchema::Attrs(std::string_view dict_id) const {
   return absl::StrCat(ns_, ":{", AV(dict_id), "}:attrs");
 }

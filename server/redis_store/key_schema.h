@@ -37,6 +37,9 @@ class KeySchema {
   std::string Meta(std::string_view dict_id) const;
   std::string Leaves(std::string_view dict_id) const;
   std::string Pending(std::string_view dict_id) const;
+  // What claim_generations.lua holds for write_at_once.lua inside one
+  // MULTI ... EXEC; never there outside one.
+  std::string AtOnceHold(std::string_view dict_id) const;
   // The dict's attributes (name -> value) and counters (name -> integer).
   std::string Attrs(std::string_view dict_id) const;
   std::string Counters(std::string_view dict_id) const;

@@ -41,14 +41,14 @@
 // most kAtOnceMaxParts parts and StoreOptions::at_once_max_bytes (of which
 // at most kAtOnceMaxOwnedBytes copied here; lent bytes stay where they
 // are) waits in the transaction until Commit, which sends it in one round
-// trip: MULTI, each part's SET (or a ZeroFill's SETRANGE of its last
-// byte), write_at_once.lua, EXEC. The script proves the schema the write
+// trip: MULTI, claim_generations.lua, each part's SET ... NX (or a
+// ZeroFill's SETRANGE of its last byte), write_at_once.lua, EXEC. The script proves the schema the write
 // was checked on still current (its version), reserves the bytes and
 // commits as commit_leaves.lua does, or deletes the parts. No pending entry
 // is needed: the transaction runs as one step, and a daemon that dies
-// before its EXEC leaves nothing. The generations come from a range this
-// daemon leased ahead (GenerationLeases), so the parts' keys are known
-// before it runs. A write that outgrows the limits, or that the script
+// before its EXEC leaves nothing. The generations are proposed by this
+// daemon (GenerationHints), so that the parts' keys are known, and claimed
+// in the same EXEC (claim_generations.lua), or proposed again. A write that outgrows the limits, or that the script
 // finds checked on an old schema, is done again from its first leaf the
 // stepwise way above (on a fresh schema for the latter), with the bytes it
 // holds; so is a later leaf refused on a cached schema not yet proven
@@ -201,6 +201,10 @@ class WriteTxn {
   // once the write was found checked on an old schema and begun again
   // stepwise on a fresh one (ReplayStepwise), for Commit to finish.
   absl::StatusOr<std::optional<CommitResult>> CommitAtOnce(CommitMode mode);
+  // One try of it, on generations proposed now: as CommitAtOnce, except
+  // that when claim_generations.lua found them taken it returns nullopt
+  // with `*counter` set to Redis' counter (else -1).
+  absl::StatusOr<std::optional<CommitResult>> SendAtOnce(CommitMode mode, int64_t* counter);
   // What the commit names: each leaf, and for a record each leaf in it.
   std::vector<const Leaf*> LeavesCommitted() const;
   // The commit scripts' arguments for them (commit_leaves.lua's ARGV): n,

@@ -110,12 +110,29 @@ absl::Status WriteTxn::ReplayStepwise(bool fresh) {
 }
 
 absl::StatusOr<std::optional<CommitResult>> WriteTxn::CommitAtOnce(CommitMode mode) {
+  // A proposal of generations that claim_generations.lua finds taken is
+  // made again past Redis' counter, once; then the write goes stepwise.
+  for (int attempt = 0;; ++attempt) {
+    int64_t counter = 0;
+    auto sent = SendAtOnce(mode, &counter);
+    if (!sent.ok() || sent->has_value() || counter < 0) return sent;
+    store_->generation_hints().Saw(schema_.meta.id, counter);
+    if (attempt == 1) {
+      if (auto s = ReplayStepwise(/*fresh=*/false); !s.ok()) return s;
+      return std::optional<CommitResult>();
+    }
+  }
+}
+
+absl::StatusOr<std::optional<CommitResult>> WriteTxn::SendAtOnce(CommitMode mode,
+                                                                  int64_t* counter) {
+  *counter = -1;
   const KeySchema& keys = store_->keys();
   const StoreOptions& options = store_->options();
   const std::string& id = schema_.meta.id;
-  auto first = store_->generation_leases().Take(schema_.meta, static_cast<int64_t>(leaves_.size()));
-  if (!first.ok()) return Fail(first.status());
-  int64_t gen = *first, bytes = 0;
+  int64_t gen = store_->generation_hints().Propose(id, static_cast<int64_t>(leaves_.size()));
+  const int64_t first = gen;
+  int64_t bytes = 0;
   for (PendingLeaf& p : leaves_) {
     p.leaf.record.generation = gen;
     for (Leaf& f : p.fields) f.record.generation = gen;
@@ -123,8 +140,9 @@ absl::StatusOr<std::optional<CommitResult>> WriteTxn::CommitAtOnce(CommitMode mo
     bytes += p.layout.total_bytes();
   }
 
-  // Each part as one command: its bytes in a SET, or for a ZeroFill a
-  // SETRANGE of its last byte (Redis pads with zeros).
+  // Each part as one command: its bytes in a SET ... NX, or for a ZeroFill
+  // a SETRANGE of its last byte (Redis pads with zeros). A part that
+  // claim_generations.lua held is a hash: neither writes it.
   static const std::string_view kZero("\0", 1);
   std::deque<std::string> text;  // keys, numbers and joined bytes the commands point into
   std::vector<std::vector<std::string_view>> writes;
@@ -139,31 +157,42 @@ absl::StatusOr<std::optional<CommitResult>> WriteTxn::CommitAtOnce(CommitMode mo
       if (p.zero) {
         writes.push_back({"SETRANGE", key, text.emplace_back(StrCat(seg.length - 1)), kZero});
       } else {
-        writes.push_back({"SET", key, HeldBytes(p.pieces, seg.leaf_offset, seg.length, text)});
+        writes.push_back(
+            {"SET", key, HeldBytes(p.pieces, seg.leaf_offset, seg.length, text), "NX"});
       }
     });
   }
+  const std::string meta = keys.Meta(id), leaves = keys.Leaves(id), pending = keys.Pending(id),
+                    catalog = keys.Catalog(), used = keys.UsedBytes(),
+                    hold = keys.AtOnceHold(id);
+  const std::string first_text = StrCat(first), last_text = StrCat(gen - 1);
+  std::vector<std::string_view> claim{"EVAL", GetScripts().claim_generations.body(),
+                                      StrCat(2 + part_keys.size()), meta, hold};
+  claim.insert(claim.end(), part_keys.begin(), part_keys.end());
+  claim.push_back(first_text);
+  claim.push_back(last_text);
   // The name is checked as the probe would (schema_cache.h) when the
   // schema came from the cache and no probe proved it yet.
   std::vector<std::string> args{unproven_ref_id_.empty() ? std::string() : schema_.meta.name,
                                 id, StrCat(schema_.meta.version), StrCat(bytes),
                                 StrCat(options.namespace_quota_bytes)};
   AppendCommitArgs(mode, &args);
-  const std::string meta = keys.Meta(id), leaves = keys.Leaves(id), pending = keys.Pending(id),
-                    catalog = keys.Catalog(), used = keys.UsedBytes();
-  const std::string numkeys = StrCat(5 + part_keys.size());
+  const std::string numkeys = StrCat(6 + part_keys.size());
   std::vector<std::string_view> eval{"EVAL", GetScripts().write_at_once.body(), numkeys,
-                                     meta, leaves, pending, catalog, used};
+                                     meta, leaves, pending, catalog, used, hold};
   eval.insert(eval.end(), part_keys.begin(), part_keys.end());
   eval.insert(eval.end(), args.begin(), args.end());
   eval.insert(eval.end(), part_lengths.begin(), part_lengths.end());
 
-  // MULTI, the parts, the script, EXEC: one round trip. Until EXEC is sent
-  // nothing can have run (Redis drops the transaction of a connection that
-  // breaks); from then on a broken connection leaves the outcome unknown.
-  auto pipe = store_->redis().NewPipeline(static_cast<int>(writes.size()) + 3);
+  // MULTI, the claim, the parts, the commit, EXEC: one round trip. Until
+  // EXEC is sent nothing can have run (Redis drops the transaction of a
+  // connection that breaks); from then on a broken connection leaves the
+  // outcome unknown.
+  const size_t queued_commands = writes.size() + 2;
+  auto pipe = store_->redis().NewPipeline(static_cast<int>(queued_commands) + 2);
   if (!pipe.ok()) return Fail(pipe.status());
   absl::Status sent = (*pipe)->Send(meta, {"MULTI"});
+  if (sent.ok()) sent = (*pipe)->Send(meta, claim);
   for (size_t i = 0; sent.ok() && i < writes.size(); ++i) sent = (*pipe)->Send(meta, writes[i]);
   if (sent.ok()) sent = (*pipe)->Send(meta, eval);
   if (!sent.ok()) return Fail(sent);
@@ -176,7 +205,7 @@ absl::StatusOr<std::optional<CommitResult>> WriteTxn::CommitAtOnce(CommitMode mo
   if (auto s = (*pipe)->Send(meta, {"EXEC"}); !s.ok()) return unknown(s);
   if (auto s = (*pipe)->Flush(); !s.ok()) return unknown(s);
   absl::Status queued;
-  for (size_t i = 0; i < writes.size() + 2; ++i) {
+  for (size_t i = 0; i < queued_commands + 1; ++i) {  // MULTI's +OK, then a +QUEUED each
     auto ack = (*pipe)->Receive();
     if (!ack.ok()) return unknown(ack.status());
     if (queued.ok() && (!ack->is_status() || (ack->str() != "OK" && ack->str() != "QUEUED"))) {
@@ -189,12 +218,22 @@ absl::StatusOr<std::optional<CommitResult>> WriteTxn::CommitAtOnce(CommitMode mo
   if (!exec.ok()) return unknown(exec.status());
   if (!queued.ok()) return Fail(queued);
   if (auto s = ReplyStatus(*exec, "a whole-leaf write's transaction"); !s.ok()) return Fail(s);
-  if (exec->size() != writes.size() + 1) {
+  if (exec->size() != queued_commands) {
     return Fail(absl::InternalError(StrCat("a whole-leaf write's EXEC answered ", exec->size(),
-                                           " replies for ", writes.size() + 1, " commands")));
+                                           " replies for ", queued_commands, " commands")));
   }
-  const redis::ReplyView reply = (*exec)[writes.size()];
+  const redis::ReplyView reply = (*exec)[queued_commands - 1];
   const std::string_view tag = ErrorTag(reply);
+  if (tag == "TDGEN") {
+    // The generations were not free (another writer passed them, or this
+    // daemon's guess was old): nothing was written, and what the claim
+    // held is gone. The caller proposes again past the counter.
+    if (!absl::SimpleAtoi(std::string(ErrorDetail(reply)), counter) || *counter < 0) {
+      return Fail(absl::InternalError(StrCat("a write's generations were not claimed: ",
+                                             reply.str())));
+    }
+    return std::optional<CommitResult>();
+  }
   if (tag == "TDSTALE") {
     // Checked on a schema that changed since: nothing was written (the
     // script deleted the parts). Decide again on the schema as it is now.

@@ -8,12 +8,12 @@ const Scripts& GetScripts() {
   // Built once (thread-safe static init); hashing happens here, not per call.
   static const Scripts* scripts = new Scripts{
       redis::Script("begin_write", lua::kBeginWrite),
+      redis::Script("claim_generations", lua::kClaimGenerations),
       redis::Script("claim_pending", lua::kClaimPending),
       redis::Script("commit_leaves", lua::kCommitLeaves),
       redis::Script("counter", lua::kCounter),
       redis::Script("delete_leaves", lua::kDeleteLeaves),
       redis::Script("guard_runs", lua::kGuardRuns),
-      redis::Script("lease_generations", lua::kLeaseGenerations),
       redis::Script("mark_deleting", lua::kMarkDeleting),
       redis::Script("publish_dict", lua::kPublishDict),
       redis::Script("release_runs", lua::kReleaseRuns),
@@ -38,7 +38,7 @@ absl::Status PreloadScripts(redis::RedisClient& redis) {
   const Scripts& s = GetScripts();
   for (const redis::Script* script :
        {&s.begin_write, &s.claim_pending, &s.commit_leaves, &s.counter, &s.delete_leaves,
-        &s.lease_generations, &s.mark_deleting, &s.publish_dict, &s.rename_dict, &s.rename_leaves, &s.reserve_bytes, &s.reserve_ring,
+        &s.mark_deleting, &s.publish_dict, &s.rename_dict, &s.rename_leaves, &s.reserve_bytes, &s.reserve_ring,
         &s.resize_dict, &s.set_locked, &s.set_meta_name, &s.size_parts, &s.touch_pending,
         &s.unpublish_dict, &s.update_attrs, &s.write_runs}) {
     auto replies = redis.CallOnEveryMaster({"SCRIPT", "LOAD", script->body()});

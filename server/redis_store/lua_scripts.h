@@ -10,12 +10,12 @@
 
 namespace tdstore::lua {
 extern const char kBeginWrite[];
+extern const char kClaimGenerations[];
 extern const char kClaimPending[];
 extern const char kCommitLeaves[];
 extern const char kCounter[];
 extern const char kDeleteLeaves[];
 extern const char kGuardRuns[];
-extern const char kLeaseGenerations[];
 extern const char kMarkDeleting[];
 extern const char kReleaseRuns[];
 extern const char kRenameDict[];
@@ -39,6 +39,8 @@ namespace tdstore::store {
 // The scripts, built on first use. Thread-safe.
 struct Scripts {
   redis::Script begin_write;
+  // Sent with EVAL inside a MULTI, with write_at_once (below).
+  redis::Script claim_generations;
   redis::Script claim_pending;
   redis::Script commit_leaves;
   redis::Script counter;
@@ -47,7 +49,6 @@ struct Scripts {
   // a MULTI (indexed_io.cc): an EVALSHA there could meet NOSCRIPT with the
   // block's SETRANGEs queued behind it. Never preloaded.
   redis::Script guard_runs;
-  redis::Script lease_generations;
   redis::Script mark_deleting;
   redis::Script publish_dict;
   redis::Script release_runs;
