@@ -26,8 +26,10 @@ Scenarios (issue #16 item 4):
          RoundRobinWriter; each storage also with prefetch=4, and
          TdStoreStorage also with TdStoreWriter.
 
-"fill" is the time to create the buffer and extend it, "sample" one
-``rb.sample()``. Every sampling round visits each storage in turn, so all
+"fill" is the time to create the buffer and extend it, "fill, all
+applied" the time until every row is in tdstore (a TdStoreStorage writing
+behind, its default, returns from an extend before its rows are applied:
+docs/python.md, *Writes behind*), "sample" one ``rb.sample()``. Every sampling round visits each storage in turn, so all
 see the same machine noise; figures are medians, ratios are against
 LazyTensorStorage. Then "prefetch": the TCP TdStoreStorage with torchrl's
 own ``prefetch=3`` (threads keeping samples in flight) and a training step
@@ -80,8 +82,9 @@ def storages(size: int, env, cluster_env, scenario: str) -> dict:
     """name -> a function making an empty ReplayBuffer of that storage."""
     from torchrl.data.replay_buffers import RandomSampler, RoundRobinWriter, StoreStorage
 
-    def tdstore(addr, layout="record", writer=TdStoreWriter, **kw):
-        return lambda: ReplayBuffer(storage=TdStoreStorage(size, addr=addr, layout=layout),
+    def tdstore(addr, layout="record", writer=TdStoreWriter, write_behind=True, **kw):
+        return lambda: ReplayBuffer(storage=TdStoreStorage(size, addr=addr, layout=layout,
+                                                           write_behind=write_behind),
                                     writer=writer(), batch_size=BATCH, **kw)
 
     seed = lambda: ReplayBuffer(  # noqa: E731
@@ -102,6 +105,9 @@ def storages(size: int, env, cluster_env, scenario: str) -> dict:
             "TdStoreStorage unix, RoundRobinWriter": tdstore(env.unix_addr,
                                                              writer=RoundRobinWriter,
                                                              sampler=RandomSampler()),
+            "TdStoreStorage unix, RoundRobinWriter, write_behind=False": tdstore(
+                env.unix_addr, writer=RoundRobinWriter, sampler=RandomSampler(),
+                write_behind=False),
             "LazyTensorStorage, prefetch=4": lazy(prefetch=4),
             "TdStoreStorage TCP, RoundRobinWriter, prefetch=4": tdstore(
                 env.tcp_addr, writer=RoundRobinWriter, sampler=RandomSampler(), prefetch=4),
@@ -130,11 +136,17 @@ def drop(rb) -> None:
 
 
 def fill(make, data, chunk: int):
+    """The buffer filled, the time its extends took, and the time until its
+    rows were all applied (for a TdStoreStorage writing behind, until the
+    writes still queued when the last extend returned were sent)."""
     rb = make()
     start = time.perf_counter()
     for s in range(0, len(data), chunk):
         rb.extend(data[s:s + chunk])
-    return rb, time.perf_counter() - start
+    extended = time.perf_counter()
+    if isinstance(rb.storage, TdStoreStorage):
+        rb.storage._settle()
+    return rb, extended - start, time.perf_counter() - start
 
 
 def quantile(xs, q):
@@ -175,10 +187,12 @@ def main() -> None:
         makers = storages(sc["size"], env, cluster_env, args.scenario)
         data = rows(sc["fill"], sc)
         fill_s = {name: [] for name in makers}
+        applied_s = {name: [] for name in makers}
         for k in range(fills):
             for name, make in makers.items():
-                rb, seconds = fill(make, data, args.chunk)
+                rb, seconds, applied = fill(make, data, args.chunk)
                 fill_s[name].append(seconds)
+                applied_s[name].append(applied)
                 pb.log(f"fill {k + 1}/{fills} {name}: {seconds * 1e3:.1f} ms")
                 if k == fills - 1:
                     kept[name] = rb
@@ -229,11 +243,14 @@ def main() -> None:
              f"[{sc['action']}], reward {list(sc['reward'])}{', done' if sc['done'] else ''}; fill {sc['fill']:,} rows in extends of {args.chunk} (median of {fills}); "
              f"sample {BATCH} (median of {args.iters}); load {pb.loadavg()}")
     lines = [title, "",
-             "| storage | fill ms | × in-memory | seed ÷ this | sample ms | × in-memory "
-             "| seed ÷ this |", "|---|--:|--:|--:|--:|--:|--:|"]
+             "| storage | fill ms | × in-memory | seed ÷ this | fill, all applied, ms "
+             "| × in-memory | sample ms | × in-memory | seed ÷ this |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for name in sample_s:
         f, s = statistics.median(fill_s[name]), statistics.median(sample_s[name])
+        a = statistics.median(applied_s[name])
         lines.append(f"| {name} | {f * 1e3:.2f} | {f / base_fill:.1f} | {seed_fill / f:.1f} "
+                     f"| {a * 1e3:.2f} | {a / base_fill:.1f} "
                      f"| {s * 1e3:.3f} | {s / base_sample:.1f} | {seed_sample / s:.1f} |")
     if waits:
         lines += ["", f"TdStoreStorage TCP with prefetch=3 and a {args.compute_ms:g} ms training "

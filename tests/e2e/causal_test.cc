@@ -27,23 +27,11 @@
 #include "tests/support/child_process.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/raw_redis.h"
-#include "tests/support/redis_cluster.h"
-#include "tests/support/redis_server.h"
 
 namespace tdstore::testing {
 namespace {
 
 constexpr int kSteps = 1000;
-
-// Redis' nodes, for CLIENT KILL (every node of a cluster: a daemon's
-// subscription may sit on any).
-std::vector<int> RedisPorts() {
-  TestRedis& redis = SharedRedis();
-  if (redis.standalone() != nullptr) return {redis.standalone()->port()};
-  std::vector<int> ports;
-  for (int i = 0; i < redis.cluster()->node_count(); ++i) ports.push_back(redis.cluster()->port(i));
-  return ports;
-}
 
 class E2eCausal : public ::testing::Test {
  public:
@@ -193,7 +181,8 @@ std::vector<std::string> CheckStepsWhileCut(E2eCausal::Signal signal,
   std::atomic<bool> done{false};
   std::thread cutter([&] {
     while (!done.load()) {
-      for (int port : RedisPorts()) {
+      // Every node of a cluster: a daemon's subscription may sit on any.
+      for (int port : SharedRedisPorts()) {
         raw_redis::Command(port, {}, {"CLIENT", "KILL", "TYPE", "pubsub"});
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -8,6 +8,9 @@
 #include <atomic>
 #include <memory>
 
+#include "tests/support/redis_cluster.h"
+#include "tests/support/redis_server.h"
+
 namespace tdstore::testing {
 namespace {
 
@@ -51,6 +54,14 @@ SharedDaemon* const shared = static_cast<SharedDaemon*>(
 const std::string& DaemonAddress() { return shared->daemon().address(); }
 const std::string& DaemonUnixAddress() { return shared->daemon().addresses().at(1); }
 TestRedis& SharedRedis() { return shared->redis(); }
+
+std::vector<int> SharedRedisPorts() {
+  TestRedis& redis = SharedRedis();
+  if (redis.standalone() != nullptr) return {redis.standalone()->port()};
+  std::vector<int> ports;
+  for (int i = 0; i < redis.cluster()->node_count(); ++i) ports.push_back(redis.cluster()->port(i));
+  return ports;
+}
 
 namespace {
 

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tests/support/daemon_process.h"
 #include "tests/support/redis_server.h"
@@ -22,6 +23,9 @@ const std::string& DaemonAddress();
 const std::string& DaemonUnixAddress();
 // The shared daemon's Redis: standalone or cluster (TDSTORE_TEST_BACKEND).
 TestRedis& SharedRedis();
+// The ports of its redis-server processes (every node of a cluster), for
+// commands one node at a time (CLIENT KILL, CLIENT PAUSE).
+std::vector<int> SharedRedisPorts();
 
 // Every Redis key of a namespace of SharedRedis() with its content (its
 // type, and its value, fields or members in a fixed order): equal

@@ -135,6 +135,7 @@ Appender::~Appender() {
 
 void Appender::append(int64_t start_row, int64_t rows, const std::vector<const void*>& leaf_rows) {
   State& s = *state_;
+  s.impl->writes_behind.Settle();
   s.ThrowFailure();
   if (leaf_rows.size() != s.row_bytes.size()) {
     throw Error(StatusCode::kInvalidArgument,
@@ -166,6 +167,7 @@ void Appender::append(int64_t start_row, int64_t rows, const std::vector<const v
 
 void Appender::flush() {
   State& s = *state_;
+  s.impl->writes_behind.Settle();
   s.SendPending();
   while (!s.in_flight.empty()) s.ReadAck();
   s.ThrowFailure();
@@ -176,6 +178,7 @@ int64_t Appender::rows_written() const { return state_->rows_written; }
 const std::vector<int64_t>& Appender::row_bytes() const { return state_->row_bytes; }
 
 Appender Dict::appender(const std::vector<Key>& leaves, const AppendOptions& options) const {
+  impl_->writes_behind.Settle();
   if (leaves.empty()) throw Error(StatusCode::kInvalidArgument, "an appender needs a leaf");
   if (options.batch_rows < 1 || options.window < 1) {
     throw Error(StatusCode::kInvalidArgument, "AppendOptions: batch_rows and window must be >= 1");

@@ -167,6 +167,7 @@ void SeedSchemaCopy(Client::Impl& impl, const v1::DictInfo& info) {
 
 Dict Client::create(const std::string& name, const std::vector<int64_t>& batch_size,
                     const std::vector<LeafSpec>& schema, const CreateOptions& options) const {
+  impl_->writes_behind.Settle();
   v1::CreateDictRequest request;
   request.set_name(name);
   request.mutable_batch_shape()->Assign(batch_size.begin(), batch_size.end());
@@ -188,6 +189,7 @@ Dict Client::create(const std::string& name, const std::vector<int64_t>& batch_s
 }
 
 Dict Client::open(const std::string& name) const {
+  impl_->writes_behind.Settle();
   // Describing checks that the dict exists and learns its id for handle().
   v1::DescribeDictRequest request;
   request.set_name(name);
@@ -198,6 +200,7 @@ Dict Client::open(const std::string& name) const {
 }
 
 std::vector<std::string> Client::list() const {
+  impl_->writes_behind.Settle();
   v1::ListDictsResponse response;
   impl_->Call(&v1::TdStore::Stub::ListDicts, v1::ListDictsRequest(), &response,
               Retrier::kIdempotent);
@@ -207,6 +210,7 @@ std::vector<std::string> Client::list() const {
 }
 
 ServerInfo Client::server_info() const {
+  impl_->writes_behind.Settle();
   v1::ServerInfo response;
   impl_->Call(&v1::TdStore::Stub::GetServerInfo, v1::GetServerInfoRequest(), &response,
               Retrier::kIdempotent);
@@ -216,7 +220,10 @@ ServerInfo Client::server_info() const {
 
 bool Client::shares_memory() const { return impl_->SharedMemory() != nullptr; }
 
+void Client::settle() const { impl_->writes_behind.Settle(); }
+
 void Client::drop(const std::string& name) const {
+  impl_->writes_behind.Settle();
   v1::DeleteDictRequest request;
   request.set_name(name);
   v1::DeleteDictResponse response;
@@ -226,6 +233,7 @@ void Client::drop(const std::string& name) const {
 }
 
 void Client::rename(const std::string& name, const std::string& new_name) const {
+  impl_->writes_behind.Settle();
   v1::RenameDictRequest request;
   request.set_name(name);
   request.set_new_name(new_name);

@@ -1,7 +1,8 @@
 // core::Client::Impl: the state every copy of a Client and every Dict it
 // opened share — one gRPC channel and stub, the address and the options.
 // Immutable after construction but for the shared-memory arena, which its
-// own mutex guards, so any thread may use it.
+// own mutex guards, and the writes behind, which guard themselves, so any
+// thread may use it.
 #ifndef TDSTORE_CLIENT_CORE_SRC_CLIENT_IMPL_H_
 #define TDSTORE_CLIENT_CORE_SRC_CLIENT_IMPL_H_
 
@@ -18,6 +19,7 @@
 #include "client/core/src/schema_copies.h"
 #include "client/core/src/schema_floors.h"
 #include "client/core/src/shm_arena.h"
+#include "client/core/src/writes_behind.h"
 #include "tdstore/core.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 
@@ -99,6 +101,11 @@ struct Client::Impl {
   // Watched schema copies (null when options.watch_schemas is off).
   // Declared last: its streams end before the stub and channel go.
   std::unique_ptr<SchemaCopies> schemas;
+  // Writes returned before tdstored applied them (Dict::write_counted_behind).
+  // Every public call waits for them first (writes_behind.h). Declared
+  // after everything its writes use: destroyed first, it sends what is
+  // queued while the channel and the schema copies are still there.
+  mutable WritesBehind writes_behind;
 };
 
 }  // namespace tdstore::core

@@ -1,5 +1,6 @@
 // core::Dict: the calls on one dict.
 #include <algorithm>
+#include <cstring>
 
 #include "client/core/src/client_impl.h"
 #include "client/core/src/convert.h"
@@ -89,10 +90,12 @@ v1::WriteLeavesResponse WriteAndRecord(const Client::Impl& impl, const std::stri
 }  // namespace
 
 void Dict::write(const std::vector<LeafData>& leaves, const WriteOptions& options) const {
+  impl_->writes_behind.Settle();
   WriteAndRecord(*impl_, name_, id_, leaves, options, nullptr);
 }
 
 RingAppended Dict::append_ring(const std::vector<LeafData>& leaves, const RingAppend& ring) const {
+  impl_->writes_behind.Settle();
   if (leaves.empty()) throw Error(StatusCode::kInvalidArgument, "a ring append needs a leaf");
   v1::WriteLeavesResponse response = WriteAndRecord(*impl_, name_, id_, leaves, {}, &ring);
   return {response.ring_start(), response.count_value()};
@@ -100,6 +103,7 @@ RingAppended Dict::append_ring(const std::vector<LeafData>& leaves, const RingAp
 
 int64_t Dict::write_counted(const std::vector<LeafData>& leaves, const WriteOptions& options,
                             const std::string& counter, int64_t add) const {
+  impl_->writes_behind.Settle();
   if (options.index == nullptr || leaves.empty()) {
     throw Error(StatusCode::kInvalidArgument,
                 "write_counted needs an index and at least one leaf");
@@ -109,6 +113,106 @@ int64_t Dict::write_counted(const std::vector<LeafData>& leaves, const WriteOpti
                                                     &count);
   // A tdstored before revision 4 ignored count_after: count now.
   return response.counted() ? response.count_value() : counter_add(counter, add);
+}
+
+namespace {
+
+// Whether an indexed write of `leaves` at `index` into the dict `schema`
+// describes is one tdstored would take as it is (so it may go behind: a
+// refusal would come too late to be the caller's): one position, or one
+// 1-D list of them, within batch dim 0, and each leaf an existing tensor
+// leaf of its dtype, shaped exactly as the rows selected: [positions] (or
+// nothing for one position) + the leaf's shape after dim 0.
+bool CheckedAgainst(const DictInfo& schema, const std::vector<LeafData>& leaves,
+                    const Index& index) {
+  if (leaves.empty() || index.size() != 1 || schema.batch_size.empty()) return false;
+  const IndexTerm& term = index[0];
+  const bool one = term.kind() == IndexTerm::Kind::kInt;
+  if (!one && (term.kind() != IndexTerm::Kind::kPositions || term.shape().size() != 1)) {
+    return false;
+  }
+  const int64_t rows = schema.batch_size[0];
+  const std::vector<int64_t> positions =
+      one ? std::vector<int64_t>{term.position()} : term.values();
+  for (int64_t p : positions) {
+    if (p < 0 || p >= rows) return false;
+  }
+  const int64_t selected = static_cast<int64_t>(positions.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const LeafData& leaf = leaves[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (leaves[j].path == leaf.path) return false;
+    }
+    auto meta = std::find_if(schema.leaves.begin(), schema.leaves.end(),
+                             [&](const LeafMeta& m) { return m.path == leaf.path; });
+    if (meta == schema.leaves.end() || meta->kind != LeafKind::kTensor ||
+        leaf.kind != LeafKind::kTensor || meta->dtype != leaf.dtype || meta->shape.empty()) {
+      return false;
+    }
+    std::vector<int64_t> want = meta->shape;
+    if (one) {
+      want.erase(want.begin());
+    } else {
+      want[0] = selected;
+    }
+    if (leaf.shape != want) return false;
+    int64_t elements = 1;
+    for (int64_t d : want) elements *= d;
+    const int64_t bytes = elements * DTypeSize(leaf.dtype);
+    if (leaf.byte_size != bytes || (bytes > 0 && leaf.data == nullptr)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<int64_t> Dict::write_counted_behind(const std::vector<LeafData>& leaves,
+                                                  const Index& index, const std::string& counter,
+                                                  int64_t add) const {
+  WriteOptions options;
+  options.index = &index;
+  std::shared_ptr<const DictInfo> schema = TrustedSchema();
+  if (schema == nullptr || !CheckedAgainst(*schema, leaves, index)) {
+    return write_counted(leaves, options, counter, add);
+  }
+  // The write owns a copy of everything: the caller may change its
+  // tensors as soon as this returns.
+  struct Owned {
+    std::unique_ptr<char[]> bytes;
+    std::vector<LeafData> leaves;
+    Index index;
+    std::string counter;
+    int64_t add;
+  };
+  auto owned = std::make_shared<Owned>();
+  int64_t total = 0;
+  for (const LeafData& leaf : leaves) total += leaf.byte_size;
+  owned->bytes.reset(new char[static_cast<size_t>(std::max<int64_t>(total, 1))]);
+  int64_t at = 0;
+  owned->leaves = leaves;
+  for (LeafData& leaf : owned->leaves) {
+    if (leaf.byte_size > 0) std::memcpy(owned->bytes.get() + at, leaf.data, leaf.byte_size);
+    leaf.data = owned->bytes.get() + at;
+    at += leaf.byte_size;
+  }
+  owned->index = index;
+  owned->counter = counter;
+  owned->add = add;
+  // Why a Dict that does not own the client's state: the writer thread is
+  // the state's, and a write holding it could be its last owner, whose
+  // destructor would then join the thread it runs on. The state outlives
+  // every queued write instead (its destructor sends them first).
+  Dict view(std::shared_ptr<Client::Impl>(std::shared_ptr<Client::Impl>(), impl_.get()), name_,
+            id_);
+  auto write = [view = std::move(view), owned = std::move(owned)] {
+    WriteOptions options;
+    options.index = &owned->index;
+    (void)view.write_counted(owned->leaves, options, owned->counter, owned->add);
+  };
+  if (!impl_->writes_behind.Enqueue(std::move(write), total)) {
+    return write_counted(leaves, options, counter, add);
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -175,6 +279,7 @@ int64_t ExpectedReadBytes(const DictInfo& info, const std::vector<Key>& paths,
 }  // namespace
 
 void Dict::read(const std::vector<Key>& paths, ReadSink& sink, const ReadOptions& options) const {
+  impl_->writes_behind.Settle();
   // How large the reply will be, where the schema copy says it for free:
   // it decides whether the bytes may stream through a ring (ReadLeaves).
   int64_t expected = -1;
@@ -218,6 +323,7 @@ std::vector<Key> Dict::keys_under(const Key& prefix, bool include_nested,
 }
 
 void Dict::rename(const Key& from, const Key& to, bool replace) const {
+  impl_->writes_behind.Settle();
   v1::RenameLeavesRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -239,6 +345,7 @@ void Dict::rename(const Key& from, const Key& to, bool replace) const {
 }
 
 void Dict::fill(const std::vector<LeafFill>& leaves, const Index* index) const {
+  impl_->writes_behind.Settle();
   v1::FillLeavesRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -261,6 +368,7 @@ void Dict::fill(const std::vector<LeafFill>& leaves, const Index* index) const {
 }
 
 void Dict::copy(const Key& from, const Dict& target, const Key& to) const {
+  impl_->writes_behind.Settle();
   v1::CopyLeavesRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -279,6 +387,7 @@ void Dict::copy(const Key& from, const Dict& target, const Key& to) const {
 }
 
 Dict Dict::clone(const std::string& name, const Key& from, const CreateOptions& options) const {
+  impl_->writes_behind.Settle();
   v1::CreateDictRequest request;
   request.set_name(name);
   request.mutable_options()->set_rows_per_block(options.rows_per_block);
@@ -310,6 +419,7 @@ bool Dict::contains(const Key& path) const {
 }
 
 void Dict::erase(const Key& path) const {
+  impl_->writes_behind.Settle();
   v1::DeleteLeavesRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -349,6 +459,7 @@ std::vector<int64_t> Dict::batch_size() const {
 }
 
 void Dict::drop() const {
+  impl_->writes_behind.Settle();
   v1::DeleteDictRequest request;
   request.set_name(name_);
   request.set_dict_id(id_);

@@ -30,6 +30,7 @@ DictInfo ChangeSchema(Client::Impl& impl, const std::string& name, const std::st
 }  // namespace
 
 DictInfo Dict::resize(int64_t rows) const {
+  impl_->writes_behind.Settle();
   v1::ResizeDictRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -41,6 +42,7 @@ DictInfo Dict::resize(int64_t rows) const {
 }
 
 DictInfo Dict::set_locked(bool locked) const {
+  impl_->writes_behind.Settle();
   v1::SetLockedRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -52,6 +54,7 @@ DictInfo Dict::set_locked(bool locked) const {
 
 DictInfo Dict::update_attrs(const std::map<std::string, std::string>& set,
                             const std::vector<std::string>& remove) const {
+  impl_->writes_behind.Settle();
   v1::UpdateAttrsRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -64,6 +67,7 @@ DictInfo Dict::update_attrs(const std::map<std::string, std::string>& set,
 }
 
 int64_t Dict::counter_add(const std::string& name, int64_t delta) const {
+  impl_->writes_behind.Settle();
   v1::CounterRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -76,6 +80,7 @@ int64_t Dict::counter_add(const std::string& name, int64_t delta) const {
 }
 
 int64_t Dict::counter_get(const std::string& name) const {
+  impl_->writes_behind.Settle();
   v1::CounterRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);
@@ -88,6 +93,7 @@ int64_t Dict::counter_get(const std::string& name) const {
 
 bool Dict::counter_cas(const std::string& name, int64_t expected, int64_t new_value,
                        int64_t* current) const {
+  impl_->writes_behind.Settle();
   v1::CounterRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);

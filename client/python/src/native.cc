@@ -596,7 +596,8 @@ PYBIND11_MODULE(_native, m) {
       .def("drop", &core::Client::drop, py::arg("name"),
            py::call_guard<py::gil_scoped_release>())
       .def("rename", &core::Client::rename, py::arg("name"), py::arg("new_name"),
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def("settle", &core::Client::settle, py::call_guard<py::gil_scoped_release>());
 
   m.def(
       "open_handle",
@@ -666,6 +667,20 @@ PYBIND11_MODULE(_native, m) {
             options.index = &terms;
             py::gil_scoped_release nogil;
             return dict.write_counted(data, options, counter, add);
+          },
+          py::arg("leaves"), py::arg("index"), py::arg("counter"), py::arg("add"))
+      .def(
+          "write_counted_behind",
+          [](const core::Dict& dict, const py::list& leaves, const py::list& index,
+             const std::string& counter, int64_t add) -> py::object {
+            const std::vector<core::LeafData> data = ToLeafData(leaves);
+            const core::Index terms = ToIndex(index);
+            std::optional<int64_t> value;
+            {
+              py::gil_scoped_release nogil;
+              value = dict.write_counted_behind(data, terms, counter, add);
+            }
+            return value ? py::object(py::int_(*value)) : py::object(py::none());
           },
           py::arg("leaves"), py::arg("index"), py::arg("counter"), py::arg("add"))
       .def(

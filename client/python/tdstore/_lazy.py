@@ -143,8 +143,10 @@ class _StackElement(TensorDictStore):
         return _StackElement._of(self._stack, self._row, prefix)
 
     # Writes: every whole-leaf write of a view is a write of its row, cast to
-    # the leaves' dtypes (_indexed_write).
-    def _write(self, items, terms=None, refuse_if_locked=False, ring=None, count=None):
+    # the leaves' dtypes (_indexed_write). A view's writes never go behind:
+    # ``behind`` is taken only to be refused.
+    def _write(self, items, terms=None, refuse_if_locked=False, ring=None, count=None,
+               behind=False):
         if ring is not None:
             raise RuntimeError(f"append_ring: {_WHOLE_STACK}")
         if terms is None:

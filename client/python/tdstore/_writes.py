@@ -55,17 +55,21 @@ class StoreWrites:
 
     # -- writes --
 
-    def _write(self, items, terms=None, refuse_if_locked=False, ring=None, count=None):
+    def _write(self, items, terms=None, refuse_if_locked=False, ring=None, count=None,
+               behind=False):
         """One write of ``items``: whole leaves, or the rows ``terms`` select,
         or with ``ring`` ((cursor, rows, count)) a ring append, whose
         (start, count value) it returns; with ``count`` ((counter, add)) the
         rows ``terms`` select, counted in that dict counter, whose value
-        afterwards it returns."""
+        afterwards it returns, or with ``behind`` None if the write returned
+        before tdstored applied it (native write_counted_behind)."""
         rows = terms is not None or ring is not None
         leaves, keep = _native_leaves(items, None if rows else self._batch_size)
         result = None
         if ring is not None:
             result = self._dict.append_ring(leaves, *ring)
+        elif count is not None and behind:
+            result = self._dict.write_counted_behind(leaves, terms, *count)
         elif count is not None:
             result = self._dict.write_counted(leaves, terms, *count)
         else:
@@ -221,19 +225,23 @@ class StoreWrites:
             out.append((p, v.as_rows(want, new_slot)))
         return out
 
-    def _set_counted(self, index, rows, counter: str, add: int) -> int:
+    def _set_counted(self, index, rows, counter: str, add: int, behind: bool = False):
         """``td[index] = rows`` (a TensorDict or dict) and then ``add`` added
         to the dict counter ``counter``, in one call (the counter never
         counts rows not yet written); returns the counter's value after.
-        For writers that keep a length, as torchrl's storages do."""
+        For writers that keep a length, as torchrl's storages do. With
+        ``behind``, a write the client core can check against the schema
+        returns before tdstored applies it, and this returns None: the
+        client's next call waits for it and raises its failure
+        (docs/python.md, *Writes behind*)."""
         conv = convert_index(index, self._batch_size)
         if conv.post is not None:
             raise IndexError("None (newaxis) in an indexed write is not supported by "
                              "TensorDictStore: index without it")
         return self._indexed_write(_flatten(rows, self._prefix, []), conv.terms, index=index,
-                                   count=(counter, add))
+                                   count=(counter, add), behind=behind)
 
-    def _indexed_write(self, items, terms, index=None, ring=None, count=None):
+    def _indexed_write(self, items, terms, index=None, ring=None, count=None, behind=False):
         """One indexed write of ``items`` ((full path, tensor or Values)),
         prepared from the schema (_prepared: no round trip while the schema
         copy is watched). If tdstored refuses it, the schema copy is brought up
@@ -244,7 +252,7 @@ class StoreWrites:
         schema = self._describe_full()
         try:
             return self._write(self._prepared(items, schema, index), terms, ring=ring,
-                               count=count)
+                               count=count, behind=behind)
         except InvalidArgumentError:
             fresh = self._describe_full()
 

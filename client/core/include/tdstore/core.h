@@ -428,6 +428,10 @@ class Client {
   void drop(const std::string& name) const;
   // Renames; NOT_FOUND / ALREADY_EXISTS.
   void rename(const std::string& name, const std::string& new_name) const;
+  // Waits until every write behind of this client
+  // (Dict::write_counted_behind) is applied; throws the first that failed,
+  // once. Every other call but the schema reads does this first.
+  void settle() const;
 
   // Opens the dict a Dict::handle() string names, connecting to the address
   // it holds. INVALID_ARGUMENT for a malformed handle; NOT_FOUND if the dict
@@ -492,6 +496,34 @@ class Dict {
   // tdstored says it changed nothing: it is not safe to repeat.
   int64_t write_counted(const std::vector<LeafData>& leaves, const WriteOptions& options,
                         const std::string& counter, int64_t add) const;
+  // write_counted() that returns before tdstored applies it (written
+  // behind) where the write can be checked here, against the trusted schema
+  // copy (ClientOptions::watch_schemas): the index is one position, or one
+  // 1-D list of them, in 0 .. batch dim 0 - 1, and every leaf exists as a
+  // tensor leaf of the same dtype, its value shaped exactly as the rows
+  // selected.
+  // Then the bytes are copied, the write is queued on the client's writer
+  // thread and this returns nullopt. Otherwise (and past the window below)
+  // it is write_counted(), and returns the counter's value.
+  //
+  // What a caller can rely on:
+  //   - writes behind are applied in the order they were made, and every
+  //     later call of this client, on any of its Dicts, first waits for
+  //     them (so a process reads its own writes; Client::settle waits alone),
+  //     but for the schema reads (describe, batch_size, keys, keys_under,
+  //     contains), which they cannot change;
+  //   - the first that fails is thrown by the client's next call, once,
+  //     with its own code; the writes queued after it are dropped unsent,
+  //     and the error says how many;
+  //   - at most 8 writes and 16 MiB wait; a write behind waits for room;
+  //   - a client destroyed with writes queued sends them first (a failure
+  //     then goes to stderr); a process killed first loses them, as an
+  //     in-memory buffer would lose its rows.
+  // A replay buffer's writer (torchrl's RoundRobinWriter) knows the rows'
+  // positions before it writes, so its extends need not wait for tdstored.
+  std::optional<int64_t> write_counted_behind(const std::vector<LeafData>& leaves,
+                                              const Index& index, const std::string& counter,
+                                              int64_t add) const;
 
   // read() without waiting: the read runs on one of the library's
   // read-ahead threads (RunOnReadAheadThread) and this returns at once, so

@@ -3,11 +3,13 @@ tdstore dict (see the package's docstring)."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
 import time
 import uuid
+import weakref
 
 import torch
 from tensordict import TensorDict, is_tensor_collection
@@ -15,6 +17,7 @@ from torch.utils._pytree import tree_map
 from torchrl.data.replay_buffers.storages import Storage, StoreStorage, TensorStorage
 
 from .._connect import client_for, split_options
+from .._dtypes import DTYPE_NAMES
 from .._errors import AlreadyExistsError, NotFoundError
 from .._store import TensorDictStore
 from . import _conditional
@@ -26,6 +29,39 @@ from ._snapshot import writing_back
 WRITTEN = "tdstore.rb.written"  # rows written, the length before the cap
 CURSOR = "tdstore.rb.cursor"  # rows reserved by TdStoreWriters
 _STATE_FILE = "tdstore_storage.json"
+
+
+# Storages that wrote behind, settled when the interpreter exits: a write
+# that fails then is reported (atexit prints what it raises), not dropped.
+# A storage collected earlier takes its client with it, whose end sends
+# what is queued (and writes a failure to stderr).
+_WRITING_BEHIND: "weakref.WeakSet[TdStoreStorage]" = weakref.WeakSet()
+
+
+@atexit.register
+def _settle_at_exit() -> None:
+    for storage in list(_WRITING_BEHIND):
+        storage._settle()
+
+
+def _tensor_schema(rows) -> dict | None:
+    """``rows``' leaves as TensorDictStore.from_schema takes them (key ->
+    (element shape, dtype)), or None unless ``rows`` is a TensorDict, nested
+    ones only, whose every leaf is a tensor of a dtype tdstore stores (a
+    lazy stack's or a non-tensor's leaves are the write's to make)."""
+    if type(rows) is not TensorDict:
+        return None
+    n = len(rows.batch_size)
+    schema = {}
+    # Sub-dicts come before their leaves: anything else is refused before
+    # a leaf of it is asked for (a lazy stack's may not stack).
+    for key, value in rows.items(include_nested=True):
+        if type(value) is TensorDict:
+            continue
+        if type(value) is not torch.Tensor or value.dtype not in DTYPE_NAMES:
+            return None
+        schema[key] = (tuple(value.shape[n:]), value.dtype)
+    return schema or None
 
 
 class TdStoreStorage(StoreStorage):
@@ -48,6 +84,12 @@ class TdStoreStorage(StoreStorage):
     this process's own writes count at once. 0 reads it every time. Once
     full, the length is never read again (until ``empty()``).
 
+    ``write_behind``: an extend through torchrl's ``RoundRobinWriter``
+    (``storage.set`` at rows of existing keys) returns once its bytes are
+    copied, before tdstored applies them; every later call of this storage's
+    client waits for it first, and a write that failed is raised by that
+    call (docs/python.md, *Writes behind*). False: each returns applied.
+
     ``layout`` (of a dict this storage creates): ``"record"`` (default)
     keeps each row's leaves together, so a sample reads one range per row
     instead of one per leaf and row; a key first written after the record
@@ -63,7 +105,7 @@ class TdStoreStorage(StoreStorage):
                  device="cpu", length_ttl: float = 0.05, layout: str = "record",
                  ndim: int = 1, compilable: bool = False, consolidated: bool = False,
                  shared_init: bool = False, cleanup_memmap: bool = True, existsok: bool = True,
-                 checkpointer=None, **options):
+                 checkpointer=None, write_behind: bool = True, **options):
         # torchrl's storage keywords, each with its meaning here; anything
         # else must be a tdstore client option, checked now, not at the
         # first write.
@@ -85,6 +127,7 @@ class TdStoreStorage(StoreStorage):
         split_options(addr, options)  # TypeError for an unknown keyword, now
         self._layout = layout
         self._length_ttl = float(length_ttl)
+        self._write_behind = bool(write_behind)
         self._rows_read = (-1.0, 0)  # (monotonic time, dim-0 rows) of the last read
         self._name = name or f"rb-{uuid.uuid4().hex}"
         self._addr = addr
@@ -207,12 +250,15 @@ class TdStoreStorage(StoreStorage):
             self._client = client_for(self._addr, None, self._options)
         return self._client
 
-    def _opened(self, create_tail=None) -> TensorDictStore | None:
+    def _opened(self, create_tail=None, rows=None) -> TensorDictStore | None:
         """The dict, opened by name on first use. With ``create_tail`` (the
         batch dims after dim 0 of the rows being written: storage dims, then
-        the rows' own), created first, empty, if no process made it yet: a
-        writer tries to create it (one call for a new buffer), a reader to
-        open it."""
+        the rows' own), created first if no process made it yet: a writer
+        tries to create it (one call for a new buffer), a reader to open it.
+        It is created with the leaves of ``rows`` (the stored rows being
+        written; zero-filled, as the write into an empty dict would make
+        them) when they are all tensors, so that the write finds them
+        (and can go behind); otherwise empty."""
         if self._store is not None:
             return self._store
         if create_tail is None and not self._existsok:
@@ -221,10 +267,16 @@ class TdStoreStorage(StoreStorage):
         if create_tail is not None:
             inner = create_tail[:self.ndim - 1]
             batch = [_dim0_rows(self._asked_max_size, inner), *create_tail]
+            schema = _tensor_schema(rows)
             try:
-                store = TensorDictStore(batch_size=batch, client=self._connection(),
-                                        name=self._name, device=self._device,
-                                        layout=self._layout)
+                if schema:
+                    store = TensorDictStore.from_schema(
+                        schema, batch_size=batch, client=self._connection(), name=self._name,
+                        device=self._device, layout=self._layout)
+                else:
+                    store = TensorDictStore(batch_size=batch, client=self._connection(),
+                                            name=self._name, device=self._device,
+                                            layout=self._layout)
             except AlreadyExistsError:  # another process made it
                 if not self._existsok:
                     raise ValueError(f"tdstore dict {self._name!r} exists, and this storage "
@@ -275,7 +327,13 @@ class TdStoreStorage(StoreStorage):
         if count and is_tensor_collection(stored):
             # Written and counted in one call: the length never counts rows
             # not yet written.
-            self._counted(store._set_counted(cursor, stored, WRITTEN, count))
+            written = store._set_counted(cursor, stored, WRITTEN, count,
+                                         behind=self._write_behind)
+            if written is None:
+                self._counted_behind(count)
+                _WRITING_BEHIND.add(self)
+            else:
+                self._counted(written)
         else:
             store[cursor] = stored
             if count:
@@ -313,7 +371,8 @@ class TdStoreStorage(StoreStorage):
         if inner is not None and len(inner) != self.ndim - 1:
             raise RuntimeError(f"rows of batch {list(stored.batch_size)} do not fill the "
                                f"{self.ndim} dims of the storage")
-        store = self._opened(create_tail=inner + own) if inner is not None else self._opened()
+        store = (self._opened(create_tail=inner + own, rows=stored) if inner is not None
+                 else self._opened())
         have = tuple(store.batch_size[1:])
         if (inner + own if inner is not None else own) != (have if inner is not None
                                                            else have[self.ndim - 1:]):
@@ -328,6 +387,21 @@ class TdStoreStorage(StoreStorage):
         rows = min(written, self._max_size_along_dim0())
         self._rows_read = (time.monotonic(), rows)
         self._full = rows == self._max_size_along_dim0()
+
+    def _counted_behind(self, count: int) -> None:
+        """The length after a write behind of ``count`` dim-0 rows: the last
+        length read plus them (the counter only grows, and will count them
+        before any later call of this client reads it), as old as that read
+        was, so that ``length_ttl`` still bounds how late others' rows count."""
+        at, rows = self._rows_read
+        rows = min(rows + count, self._max_size_along_dim0())
+        self._rows_read = (at, rows)
+        self._full = rows == self._max_size_along_dim0()
+
+    def _settle(self) -> None:
+        """Waits for this storage's writes behind; raises the first that failed."""
+        if self._store is not None:
+            self._store._dict.client.settle()
 
     def _index_dims(self, cursor) -> int:
         """How many storage dims the index ``cursor`` leaves in its result

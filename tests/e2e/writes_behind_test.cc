@@ -1,0 +1,224 @@
+// Writes that return before tdstored applies them: core::Dict::
+// write_counted_behind, on a real tdstored and Redis (both back ends).
+// They land in the order made and a process reads its own; what the core
+// cannot check against its schema copy is written at once, with its error
+// at once; a failure is thrown by the next call, once, naming the writes
+// dropped after it; a client's end sends what is queued.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tdstore/core.h"
+#include "tests/e2e/e2e_env.h"
+#include "tests/e2e/expect_error.h"
+#include "tests/e2e/leaf_values.h"
+#include "tests/support/raw_redis.h"
+
+namespace tdstore::testing {
+namespace {
+
+constexpr int64_t kBehindRows = 64;
+constexpr int64_t kBehindWidth = 3;
+const char* const kRowsCounter = "rows";
+
+// A dict of kBehindRows rows, obs [kBehindRows, kBehindWidth] f32 zeros.
+core::Dict MakeBehindDict(const core::Client& client) {
+  return client.create(UniqueDictName(), {kBehindRows},
+                       {{"obs", DType::kFloat32, {kBehindWidth}}});
+}
+
+// obs rows at `positions`, row i of the write holding `value + i`.
+struct RowsWrite {
+  std::vector<int64_t> positions;
+  std::vector<float> rows;
+  core::Index index;
+  bool one = false;  // td[position] = row: an int index, a row without its dim
+  std::vector<core::LeafData> Leaves() const {
+    const int64_t n = static_cast<int64_t>(positions.size());
+    std::vector<int64_t> shape = {n, kBehindWidth};
+    if (one) shape = {kBehindWidth};
+    return {{"obs", DType::kFloat32, shape, rows.data(),
+             static_cast<int64_t>(rows.size() * sizeof(float))}};
+  }
+};
+
+RowsWrite MakeRowsWrite(std::vector<int64_t> positions, float value) {
+  RowsWrite w;
+  const int64_t n = static_cast<int64_t>(positions.size());
+  for (int64_t i = 0; i < n * kBehindWidth; ++i) w.rows.push_back(value + float(i));
+  w.index = {core::IndexTerm::Positions(positions, {n})};
+  w.positions = std::move(positions);
+  return w;
+}
+
+RowsWrite MakeRowWrite(int64_t position, float value) {
+  RowsWrite w = MakeRowsWrite({position}, value);
+  w.index = {core::IndexTerm::Int(position)};
+  w.one = true;
+  return w;
+}
+
+// What `dict` holds once `w` is applied over `model` (the last of
+// repeated positions wins, as for torch's t[idx] = v on the CPU).
+void Apply(const RowsWrite& w, std::vector<float>* model) {
+  for (size_t i = 0; i < w.positions.size(); ++i) {
+    for (int64_t c = 0; c < kBehindWidth; ++c) {
+      (*model)[w.positions[i] * kBehindWidth + c] = w.rows[i * kBehindWidth + c];
+    }
+  }
+}
+
+TEST(E2eWritesBehind, LandInOrderAndTheWritingClientReadsItsOwn) {
+  core::Client client(DaemonAddress());
+  core::Dict dict = MakeBehindDict(client);
+  std::vector<float> model(kBehindRows * kBehindWidth, 0.0f);
+  std::mt19937 rng(7);
+  int64_t counted = 0;
+  int behind = 0;
+  for (int step = 0; step < 60; ++step) {
+    // Overlapping random positions (repeats too): only the order decides
+    // what a row ends with.
+    const bool one = step % 5 == 0;  // one row at an int index (torchrl's add)
+    const int n = one ? 1 : std::uniform_int_distribution<int>(1, 12)(rng);
+    std::vector<int64_t> positions;
+    for (int i = 0; i < n; ++i) {
+      positions.push_back(std::uniform_int_distribution<int64_t>(0, kBehindRows - 1)(rng));
+    }
+    auto make = [&] {
+      return one ? MakeRowWrite(positions[0], float(step * 100))
+                 : MakeRowsWrite(positions, float(step * 100));
+    };
+    RowsWrite w = make();
+    std::optional<int64_t> value = dict.write_counted_behind(w.Leaves(), w.index, kRowsCounter, n);
+    counted += n;
+    if (value) {
+      EXPECT_EQ(*value, counted);
+    } else {
+      ++behind;
+    }
+    // The bytes were copied: changing them now changes nothing written.
+    std::fill(w.rows.begin(), w.rows.end(), -1.0f);
+    Apply(make(), &model);
+    if (step % 7 == 3) {
+      // A read waits for every write behind before it.
+      ASSERT_EQ(ReadLeafAs<float>(dict, "obs"), model) << "step " << step;
+      ASSERT_EQ(dict.counter_get(kRowsCounter), counted);
+    }
+  }
+  EXPECT_GT(behind, 30) << "a write the schema copy checks goes behind";
+  client.settle();
+  // Another client sees them all once the writer settled.
+  core::Client other(DaemonAddress());
+  core::Dict seen = other.open(dict.name());
+  EXPECT_EQ(ReadLeafAs<float>(seen, "obs"), model);
+  EXPECT_EQ(seen.counter_get(kRowsCounter), counted);
+  dict.drop();
+}
+
+TEST(E2eWritesBehind, WhatTheSchemaCopyCannotCheckIsWrittenAtOnceWithItsError) {
+  core::Client client(DaemonAddress());
+  core::Dict dict = MakeBehindDict(client);
+  RowsWrite w = MakeRowsWrite({1, 2}, 5.0f);
+  // A leaf the dict lacks: written (and created) now, counted now.
+  std::vector<float> other_rows = {1.0f, 2.0f};
+  std::optional<int64_t> value = dict.write_counted_behind(
+      {{"new", DType::kFloat32, {2}, other_rows.data(), 8}}, w.index, kRowsCounter, 2);
+  ASSERT_TRUE(value.has_value());
+  EXPECT_EQ(*value, 2);
+  EXPECT_EQ(ReadLeafAs<float>(dict, "new", &w.index), other_rows);
+  // The wrong dtype, a position out of range, a slice index, a value that
+  // would broadcast: refused now, as write_counted refuses them, and
+  // nothing counted.
+  std::vector<double> wide(6, 1.0);
+  EXPECT_EQ(ErrorOf([&] {
+              dict.write_counted_behind({{"obs", DType::kFloat64, {2, kBehindWidth}, wide.data(),
+                                          48}},
+                                        w.index, kRowsCounter, 2);
+            }).code(),
+            StatusCode::kInvalidArgument);
+  RowsWrite outside = MakeRowsWrite({3, kBehindRows}, 1.0f);
+  EXPECT_EQ(ErrorOf([&] {
+              dict.write_counted_behind(outside.Leaves(), outside.index, kRowsCounter, 2);
+            }).code(),
+            StatusCode::kOutOfRange);
+  core::Index slice = {core::IndexTerm::Of(Slice{0, 2, 1})};
+  value = dict.write_counted_behind(w.Leaves(), slice, kRowsCounter, 2);
+  ASSERT_TRUE(value.has_value()) << "a slice is not checked here: written at once";
+  EXPECT_EQ(*value, 4);
+  std::vector<float> one_row = {7.0f, 8.0f, 9.0f};
+  value = dict.write_counted_behind({{"obs", DType::kFloat32, {1, kBehindWidth}, one_row.data(),
+                                      12}},
+                                    w.index, kRowsCounter, 2);
+  ASSERT_TRUE(value.has_value()) << "a broadcast value is tdstored's to check: written at once";
+  EXPECT_EQ(*value, 6);
+  EXPECT_EQ(dict.counter_get(kRowsCounter), 6);
+  dict.drop();
+}
+
+TEST(E2eWritesBehind, AFailureIsThrownByTheNextCallOnceAndWhatFollowedItIsDropped) {
+  core::Client client(DaemonAddress());
+  core::Dict dict = MakeBehindDict(client);
+  // The counter one short of its maximum: the second write's count
+  // overflows, after its rows were written (OUT_OF_RANGE).
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  ASSERT_EQ(dict.counter_add(kRowsCounter, max - 1), max - 1);
+  std::vector<float> model(kBehindRows * kBehindWidth, 0.0f);
+  RowsWrite a = MakeRowsWrite({0, 1}, 10.0f);
+  RowsWrite b = MakeRowsWrite({2, 3}, 20.0f);
+  RowsWrite c = MakeRowsWrite({4, 5}, 30.0f);
+  RowsWrite d = MakeRowsWrite({6, 7}, 40.0f);
+  // Why pause Redis' writes: so that the first write cannot end, nor the
+  // second fail, before all four are queued; then the two after the
+  // failure are dropped, whatever the timing.
+  const std::vector<int> ports = SharedRedisPorts();
+  for (int port : ports) raw_redis::Command(port, {}, {"CLIENT", "PAUSE", "20000", "WRITE"});
+  bool all_behind = true;
+  for (const RowsWrite* w : {&a, &b, &c, &d}) {
+    all_behind &= !dict.write_counted_behind(w->Leaves(), w->index, kRowsCounter, 1).has_value();
+  }
+  for (int port : ports) raw_redis::Command(port, {}, {"CLIENT", "UNPAUSE"});
+  ASSERT_TRUE(all_behind);
+  Error error = ErrorOf([&] { dict.counter_get(kRowsCounter); });
+  EXPECT_EQ(error.code(), StatusCode::kOutOfRange) << error.what();
+  EXPECT_TRUE(Contains(error.what(), "2 write(s) queued after it were not sent")) << error.what();
+  // Thrown once: the next call is the dict's as it is.
+  EXPECT_EQ(dict.counter_get(kRowsCounter), max);
+  Apply(a, &model);
+  Apply(b, &model);  // written, then not counted
+  EXPECT_EQ(ReadLeafAs<float>(dict, "obs"), model) << "c and d must not be written";
+  // The client goes on: a write behind after the failure lands.
+  ASSERT_EQ(dict.counter_add(kRowsCounter, -max), 0);
+  EXPECT_FALSE(dict.write_counted_behind(c.Leaves(), c.index, kRowsCounter, 2).has_value());
+  Apply(c, &model);
+  EXPECT_EQ(ReadLeafAs<float>(dict, "obs"), model);
+  EXPECT_EQ(dict.counter_get(kRowsCounter), 2);
+  dict.drop();
+}
+
+TEST(E2eWritesBehind, AClientsEndSendsWhatIsQueued) {
+  std::string name;
+  std::vector<float> model(kBehindRows * kBehindWidth, 0.0f);
+  {
+    core::Client client(DaemonAddress());
+    core::Dict dict = MakeBehindDict(client);
+    name = dict.name();
+    for (int i = 0; i < 8; ++i) {
+      RowsWrite w = MakeRowsWrite({i * 2, i * 2 + 1}, float(i * 10));
+      dict.write_counted_behind(w.Leaves(), w.index, kRowsCounter, 2);
+      Apply(w, &model);
+    }
+  }  // the last Dict and Client go: their state's end sends the writes first
+  core::Client other(DaemonAddress());
+  core::Dict seen = other.open(name);
+  EXPECT_EQ(ReadLeafAs<float>(seen, "obs"), model);
+  EXPECT_EQ(seen.counter_get(kRowsCounter), 16);
+  seen.drop();
+}
+
+}  // namespace
+}  // namespace tdstore::testing

@@ -1,0 +1,128 @@
+// WritesBehind (client/core/src/writes_behind.h) on its own: writes that
+// are functions, no server. Order, the failure rule, the writer thread's
+// own calls, the window's byte cap, and the end that sends what is queued.
+#include "client/core/src/writes_behind.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tdstore::core {
+namespace {
+
+TEST(WritesBehind, RunInOrderOnAThreadOfTheirOwnAndSettleWaitsForAll) {
+  WritesBehind writes;
+  std::vector<int> done;  // touched by the writer thread only, read after Settle
+  std::vector<std::thread::id> threads;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(writes.Enqueue(
+        [&, i] {
+          done.push_back(i);
+          threads.push_back(std::this_thread::get_id());
+        },
+        100));
+  }
+  writes.Settle();
+  ASSERT_EQ(done.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(done[i], i);
+  for (const auto& id : threads) {
+    EXPECT_EQ(id, threads[0]);
+    EXPECT_NE(id, std::this_thread::get_id());
+  }
+}
+
+TEST(WritesBehind, AFailureIsThrownOnceAndTheWritesQueuedAfterItAreDropped) {
+  WritesBehind writes;
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  std::vector<int> done;
+  // The first write waits for the gate, so the failing second and the two
+  // after it are all queued before it can fail.
+  ASSERT_TRUE(writes.Enqueue([&] { open.wait(); done.push_back(0); }, 1));
+  ASSERT_TRUE(writes.Enqueue([] { throw Error(StatusCode::kNotFound, "gone"); }, 1));
+  ASSERT_TRUE(writes.Enqueue([&] { done.push_back(2); }, 1));
+  ASSERT_TRUE(writes.Enqueue([&] { done.push_back(3); }, 1));
+  gate.set_value();
+  try {
+    writes.Settle();
+    FAIL() << "Settle did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), StatusCode::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("gone"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2 write(s) queued after it were not sent"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(done, std::vector<int>{0});
+  writes.Settle();  // thrown once
+  // The queue goes on.
+  ASSERT_TRUE(writes.Enqueue([&] { done.push_back(4); }, 1));
+  writes.Settle();
+  EXPECT_EQ(done, (std::vector<int>{0, 4}));
+}
+
+TEST(WritesBehind, AFailureIsThrownByTheNextEnqueueWhichQueuesNothing) {
+  WritesBehind writes;
+  ASSERT_TRUE(writes.Enqueue([] { throw Error(StatusCode::kUnavailable, "down"); }, 1));
+  bool ran = false;
+  // Either this Enqueue meets the failure (throws, queues nothing) or it
+  // queued before the failure (then dropped with it): never ran.
+  bool thrown = false;
+  try {
+    writes.Enqueue([&] { ran = true; }, 1);
+  } catch (const Error& e) {
+    thrown = true;
+    EXPECT_EQ(e.code(), StatusCode::kUnavailable);
+  }
+  if (!thrown) {
+    try {
+      writes.Settle();
+      FAIL() << "the failure was not thrown";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), StatusCode::kUnavailable);
+      EXPECT_NE(std::string(e.what()).find("1 write(s) queued after it"), std::string::npos)
+          << e.what();
+    }
+  }
+  writes.Settle();
+  EXPECT_FALSE(ran);
+}
+
+TEST(WritesBehind, TheWriterThreadsOwnCallsNeitherWaitNorQueue) {
+  WritesBehind writes;
+  bool settled = false, queued = true;
+  ASSERT_TRUE(writes.Enqueue(
+      [&] {
+        writes.Settle();  // would wait for itself
+        settled = true;
+        queued = writes.Enqueue([] {}, 1);
+      },
+      1));
+  writes.Settle();
+  EXPECT_TRUE(settled);
+  EXPECT_FALSE(queued);
+}
+
+TEST(WritesBehind, AWritePastTheByteCapIsNotQueued) {
+  WritesBehind writes;
+  EXPECT_FALSE(writes.Enqueue([] {}, WritesBehind::kMaxBytes + 1));
+  EXPECT_TRUE(writes.Enqueue([] {}, WritesBehind::kMaxBytes));
+  writes.Settle();
+}
+
+TEST(WritesBehind, ItsEndRunsWhatIsQueued) {
+  auto done = std::make_shared<std::vector<int>>();
+  {
+    WritesBehind writes;
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(writes.Enqueue([done, i] { done->push_back(i); }, 1));
+  }
+  ASSERT_EQ(done->size(), 20u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ((*done)[i], i);
+}
+
+}  // namespace
+}  // namespace tdstore::core
