@@ -84,11 +84,16 @@ def test_extends_behind_hold_what_lazy_tensor_storage_holds(addr, went_behind):
             s.store.drop()
 
 
-def _poll_reader(name, addr, expected, queue):
+def _poll_reader(name, addr, expected, queue, go):
     """Reads the length and then the rows under it, until all ``expected``
-    rows are counted: every counted row must hold its data (ids are never 0)."""
+    rows are counted: every counted row must hold its data (ids are never 0).
+    Says "ready" once it has read once, and waits for ``go``: the writer
+    starts only then, so the reads overlap the writes."""
     try:
         store = TensorDictStore.from_store(name, addr=addr)
+        store.counter_get(WRITTEN)
+        queue.put("ready")
+        go.wait(60)
         reads = 0
         while True:
             n = min(store.counter_get(WRITTEN), store.batch_size[0])
@@ -115,9 +120,11 @@ def test_another_process_never_sees_rows_counted_before_they_are_written(addr):
         rb.extend(rows(0, 10))  # makes the dict before the reader opens it
         storage._settle()
         ctx = mp.get_context("spawn")
-        queue = ctx.Queue()
-        reader = ctx.Process(target=_poll_reader, args=(name, addr, 4000, queue))
+        queue, go = ctx.Queue(), ctx.Event()
+        reader = ctx.Process(target=_poll_reader, args=(name, addr, 4000, queue, go))
         reader.start()
+        assert queue.get(timeout=120) == "ready"
+        go.set()
         start = 10
         while start < 4000:
             n = min(int(torch.randint(1, 120, (), generator=g)), 4000 - start)
@@ -144,9 +151,12 @@ def test_a_failed_write_behind_is_raised_by_the_next_call_once(addr, went_behind
         store.counter_add(WRITTEN, 2**63 - 1 - 10 - 1)
         rb.extend(rows(10, 5))
         assert went_behind[-1] is None
-        with pytest.raises(tdstore.OutOfRangeError, match="written behind") as raised:
+        with pytest.raises(tdstore.WriteBehindError, match="written behind") as raised:
             storage.get(torch.arange(5))
-        assert isinstance(raised.value, IndexError)  # tensordict's kind of error for it
+        # The write's own code, but none of the builtins a caller's own
+        # "absent" or "out of range" handling catches.
+        assert raised.value.code_name == "OUT_OF_RANGE" and raised.value.dropped == 0
+        assert not isinstance(raised.value, (IndexError, KeyError, ValueError, RuntimeError))
         # Raised once: the buffer goes on, and its rows were written.
         assert torch.equal(storage.get(torch.arange(15))["id"], torch.arange(1, 16))
         store.counter_add(WRITTEN, -(2**63 - 2) + 15)  # the overflow left it unchanged
@@ -154,6 +164,31 @@ def test_a_failed_write_behind_is_raised_by_the_next_call_once(addr, went_behind
         assert went_behind[-1] is None
         assert store.counter_get(WRITTEN) == 20
         assert torch.equal(storage.get(torch.arange(20))["id"], torch.arange(1, 21))
+    finally:
+        storage.store.drop()
+
+
+def test_a_failure_is_not_taken_for_the_next_calls_own_error(addr, went_behind):
+    """The next call after a failed write behind is one that reads its own
+    NOT_FOUND as "absent" (``get(key, default)``): the failure still comes
+    out; the length after it is read, not guessed."""
+    storage = TdStoreStorage(50, addr=addr, length_ttl=60)
+    rb = buffer(storage)
+    try:
+        rb.extend(rows(0, 10))
+        storage._settle()
+        store = storage.store
+        store.counter_add(WRITTEN, 2**63 - 1 - 10 - 1)
+        rb.extend(rows(10, 5))  # counted behind: overflows after returning
+        assert went_behind[-1] is None
+        with pytest.raises(tdstore.WriteBehindError):
+            store.get("no such key", None)
+        assert store.get("no such key", None) is None
+        # The length is read, not guessed from the failed write.
+        store.counter_add(WRITTEN, -(2**63 - 2) + 15)
+        assert len(rb) == 15
+        rb.extend(rows(15, 5))
+        assert len(rb) == 20
     finally:
         storage.store.drop()
 

@@ -36,6 +36,14 @@ struct Appender::State {
   // The first failure not yet reported.
   std::optional<Error> failure;
 
+  // Sends what is queued and waits until every batch is acknowledged;
+  // throws the first failure not yet reported.
+  void Flush() {
+    SendPending();
+    while (!in_flight.empty()) ReadAck();
+    ThrowFailure();
+  }
+
   void Record(Error error) {
     if (!failure) failure = std::move(error);
   }
@@ -123,7 +131,9 @@ Appender& Appender::operator=(Appender&&) noexcept = default;
 Appender::~Appender() {
   if (state_ == nullptr) return;
   try {
-    flush();
+    // Its own rows only: a write behind's failure is for a call that can
+    // throw it, not for this one, which could not report it.
+    state_->Flush();
     if (state_->stream != nullptr) {
       state_->stream->WritesDone();
       (void)state_->stream->Finish();
@@ -166,11 +176,8 @@ void Appender::append(int64_t start_row, int64_t rows, const std::vector<const v
 }
 
 void Appender::flush() {
-  State& s = *state_;
-  s.impl->writes_behind.Settle();
-  s.SendPending();
-  while (!s.in_flight.empty()) s.ReadAck();
-  s.ThrowFailure();
+  state_->impl->writes_behind.Settle();
+  state_->Flush();
 }
 
 int64_t Appender::rows_written() const { return state_->rows_written; }

@@ -138,6 +138,7 @@ bool CheckedAgainst(const DictInfo& schema, const std::vector<LeafData>& leaves,
     if (p < 0 || p >= rows) return false;
   }
   const int64_t selected = static_cast<int64_t>(positions.size());
+  if (selected == 0) return false;  // tdstored's to judge, at once
   for (size_t i = 0; i < leaves.size(); ++i) {
     const LeafData& leaf = leaves[i];
     for (size_t j = 0; j < i; ++j) {
@@ -369,6 +370,8 @@ void Dict::fill(const std::vector<LeafFill>& leaves, const Index* index) const {
 
 void Dict::copy(const Key& from, const Dict& target, const Key& to) const {
   impl_->writes_behind.Settle();
+  // The target may be another client's dict, with writes of its own queued.
+  if (target.impl_ != impl_) target.impl_->writes_behind.Settle();
   v1::CopyLeavesRequest request;
   request.set_dict(name_);
   request.set_dict_id(id_);

@@ -62,7 +62,7 @@ void WritesBehind::Settle() {
 
 void WritesBehind::ThrowFailure() {
   if (!failure_) return;
-  Error error = *std::move(failure_);
+  WriteBehindError error = *std::move(failure_);
   failure_.reset();
   changed_.notify_all();
   throw error;
@@ -79,31 +79,39 @@ void WritesBehind::Work() {
     std::function<void()> write = std::move(queue_.front().first);
     writing_ = true;
     lock.unlock();
-    std::optional<Error> failed;
+    // Whatever a write throws is kept for the next call: nothing may end
+    // this thread, which would end the process and its queued writes.
+    StatusCode code = StatusCode::kOk;
+    std::string why;
     try {
       write();
     } catch (const Error& e) {
-      failed = e;
+      code = e.code();
+      why = e.message();
     } catch (const std::exception& e) {
-      failed = Error(StatusCode::kInternal, e.what());
+      code = StatusCode::kInternal;
+      why = e.what();
+    } catch (...) {
+      code = StatusCode::kInternal;
+      why = "a write behind threw something that is not an exception";
     }
     write = nullptr;  // its bytes go now, not when the next write comes
     lock.lock();
     writing_ = false;
     queued_bytes_ -= queue_.front().second;
     queue_.pop_front();
-    if (failed) {
+    if (code != StatusCode::kOk) {
       // Why drop what follows: the writes applied stay a prefix of those
       // made, as they are for synchronous calls, so a caller that learns
       // of the failure knows every later write needs making again.
-      const size_t dropped = queue_.size();
+      const int64_t dropped = static_cast<int64_t>(queue_.size());
       queue_.clear();
       queued_bytes_ = 0;
-      std::string message = failed->message() +
-                            " (a write that had returned before tdstored applied it, written "
-                            "behind; " +
-                            std::to_string(dropped) + " write(s) queued after it were not sent)";
-      failure_ = Error(failed->code(), message);
+      failure_.emplace(code,
+                       why + " (a write that had returned before tdstored applied it, written "
+                             "behind; " +
+                           std::to_string(dropped) + " write(s) queued after it were not sent)",
+                       dropped);
     }
     changed_.notify_all();
   }

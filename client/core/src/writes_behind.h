@@ -11,8 +11,9 @@
 //     a write behind only writes rows of leaves that exist, as they are,
 //     which changes no schema (Dict::write_counted_behind checks that).
 //   - A write behind that fails is never dropped silently: its error is
-//     thrown by the client's next call (that call does nothing else), once.
-//     The writes queued after it are not sent; the error says how many.
+//     thrown by the client's next call (that call does nothing else), once,
+//     as a WriteBehindError (core.h). The writes queued after it are not
+//     sent; the error says how many.
 //   - At most kMaxWrites writes and kMaxBytes bytes wait at once; queuing
 //     past that waits for room. A client destroyed with writes queued sends
 //     them first; a failure then, with no call left to throw it, is written
@@ -70,7 +71,7 @@ class WritesBehind {
   int64_t queued_bytes_ = 0;                                      // guarded by mu_
   bool writing_ = false;  // the thread runs a write; guarded by mu_
   bool stop_ = false;     // guarded by mu_
-  std::optional<Error> failure_;  // guarded by mu_
+  std::optional<WriteBehindError> failure_;  // guarded by mu_
   std::thread thread_;  // started by the first Enqueue; guarded by mu_
 };
 

@@ -48,8 +48,13 @@ void RaiseError(const Error& error) {
     PyErr_SetString(PyExc_RuntimeError, error.what());
     return;
   }
+  // A write behind's failure is a class of its own (tdstore.WriteBehindError).
+  const auto* behind = dynamic_cast<const tdstore::WriteBehindError*>(&error);
   py::object exception =
-      factory(static_cast<int>(error.code()), StatusCodeName(error.code()), error.message());
+      behind != nullptr
+          ? factory(static_cast<int>(error.code()), StatusCodeName(error.code()),
+                    error.message(), behind->dropped())
+          : factory(static_cast<int>(error.code()), StatusCodeName(error.code()), error.message());
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
 }
 

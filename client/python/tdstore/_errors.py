@@ -3,7 +3,9 @@
 Every error the native core raises reaches Python through
 ``error_from_status(code, code_name, message)`` (installed with
 ``_native.set_error_factory`` when the package is imported), so the class a
-caller sees depends on the gRPC code alone.
+caller sees depends on the gRPC code alone, but for one case: a write that
+had returned before tdstored applied it (written behind) and failed is a
+``WriteBehindError`` whatever its code, raised by the next call.
 
 Each class derives from :class:`Error` (``.code``: the gRPC number,
 ``.code_name``: its name, ``.message``: tdstored's text) and from the builtin
@@ -137,8 +139,35 @@ ERROR_CLASSES: dict[int, type] = {
 }
 
 
-def error_from_status(code: int, code_name: str, message: str) -> Error:
-    """Build the exception for a gRPC status (the native module's error factory)."""
+class WriteBehindError(Error):
+    """A write that had returned before tdstored applied it (a torchrl extend
+    written behind, docs/python.md, *Writes behind*) failed; raised by the
+    client's next call, which did nothing else. ``.code``/``.code_name``
+    are the write's own; ``.dropped``: writes queued after it, not sent.
+
+    Deliberately none of the builtins the other classes are: code that
+    takes its own call's ``KeyError`` for "absent" or retries its own
+    ``ValueError`` must not swallow another write's failure."""
+
+    dropped: int = 0
+
+    def __reduce__(self):
+        return (_rebuild_behind, (self.message, self.code, self.code_name, self.dropped))
+
+
+def _rebuild_behind(message, code, code_name, dropped):
+    exc = _rebuild(WriteBehindError, message, code, code_name)
+    exc.dropped = dropped
+    return exc
+
+
+def error_from_status(code: int, code_name: str, message: str, dropped: int = -1) -> Error:
+    """Build the exception for a gRPC status (the native module's error
+    factory); ``dropped`` >= 0: a write behind's failure (WriteBehindError)."""
+    if dropped >= 0:
+        exc = WriteBehindError(message)
+        exc.code, exc.code_name, exc.dropped = code, code_name, dropped
+        return exc
     cls = ERROR_CLASSES.get(code, UnknownError)
     exc = cls(message)
     # Keep the code the server sent even for codes we have no class of.
@@ -147,6 +176,6 @@ def error_from_status(code: int, code_name: str, message: str) -> Error:
     return exc
 
 
-__all__ = ["Error", "ERROR_CLASSES", "error_from_status"] + [
+__all__ = ["Error", "ERROR_CLASSES", "WriteBehindError", "error_from_status"] + [
     cls.__name__ for cls in ERROR_CLASSES.values()
 ]

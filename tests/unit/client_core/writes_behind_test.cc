@@ -7,6 +7,7 @@
 
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,8 +51,9 @@ TEST(WritesBehind, AFailureIsThrownOnceAndTheWritesQueuedAfterItAreDropped) {
   try {
     writes.Settle();
     FAIL() << "Settle did not throw";
-  } catch (const Error& e) {
+  } catch (const WriteBehindError& e) {
     EXPECT_EQ(e.code(), StatusCode::kNotFound);
+    EXPECT_EQ(e.dropped(), 2);
     EXPECT_NE(std::string(e.what()).find("gone"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("2 write(s) queued after it were not sent"),
               std::string::npos)
@@ -90,6 +92,34 @@ TEST(WritesBehind, AFailureIsThrownByTheNextEnqueueWhichQueuesNothing) {
   }
   writes.Settle();
   EXPECT_FALSE(ran);
+}
+
+TEST(WritesBehind, WhatAWriteThrowsThatIsNoErrorIsKeptToo) {
+  WritesBehind writes;
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  ASSERT_TRUE(writes.Enqueue(
+      [open] {
+        open.wait();
+        throw std::runtime_error("boom");
+      },
+      1));
+  ASSERT_TRUE(writes.Enqueue([] { throw 42; }, 1));  // dropped with the first failure
+  gate.set_value();
+  try {
+    writes.Settle();
+    FAIL() << "Settle did not throw";
+  } catch (const WriteBehindError& e) {
+    EXPECT_EQ(e.code(), StatusCode::kInternal);
+    EXPECT_NE(std::string(e.what()).find("boom"), std::string::npos) << e.what();
+  }
+  ASSERT_TRUE(writes.Enqueue([] { throw 42; }, 1));
+  try {
+    writes.Settle();
+    FAIL() << "Settle did not throw";
+  } catch (const WriteBehindError& e) {
+    EXPECT_EQ(e.code(), StatusCode::kInternal);
+  }
 }
 
 TEST(WritesBehind, TheWriterThreadsOwnCallsNeitherWaitNorQueue) {

@@ -76,6 +76,23 @@ class Error : public std::runtime_error {
   std::string message_;
 };
 
+// A write behind (Dict::write_counted_behind) that failed, thrown by its
+// client's next call, which did nothing else: code() is the write's own,
+// and the message says how many writes queued after it were dropped
+// unsent. A type of its own so that code that reads its own call's error
+// (a NOT_FOUND taken for "absent", an INVALID_ARGUMENT retried on a fresh
+// schema) can tell it is not its call's, and let it through.
+class WriteBehindError : public Error {
+ public:
+  WriteBehindError(StatusCode code, const std::string& message, int64_t dropped)
+      : Error(code, message), dropped_(dropped) {}
+  // Writes queued after the failed one, not sent.
+  int64_t dropped() const { return dropped_; }
+
+ private:
+  int64_t dropped_;
+};
+
 // A leaf path: Key("obs"), Key({"next", "obs"}).
 class Key {
  public:
@@ -513,8 +530,10 @@ class Dict {
   //     but for the schema reads (describe, batch_size, keys, keys_under,
   //     contains), which they cannot change;
   //   - the first that fails is thrown by the client's next call, once,
-  //     with its own code; the writes queued after it are dropped unsent,
-  //     and the error says how many;
+  //     as a WriteBehindError with the write's own code; the writes queued
+  //     after it are dropped unsent, and the error says how many. Limits
+  //     only tdstored knows (its --max-indexed-bytes, its memory budget)
+  //     refuse such a write then, not here;
   //   - at most 8 writes and 16 MiB wait; a write behind waits for room;
   //   - a client destroyed with writes queued sends them first (a failure
   //     then goes to stderr); a process killed first loses them, as an

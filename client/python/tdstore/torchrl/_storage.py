@@ -6,8 +6,11 @@ from __future__ import annotations
 import atexit
 import json
 import math
+import multiprocessing.util as mp_util
 import os
+import sys
 import time
+import traceback
 import uuid
 import weakref
 
@@ -18,6 +21,7 @@ from torchrl.data.replay_buffers.storages import Storage, StoreStorage, TensorSt
 
 from .._connect import client_for, split_options
 from .._dtypes import DTYPE_NAMES
+from .. import _fork
 from .._errors import AlreadyExistsError, NotFoundError
 from .._store import TensorDictStore
 from . import _conditional
@@ -31,17 +35,36 @@ CURSOR = "tdstore.rb.cursor"  # rows reserved by TdStoreWriters
 _STATE_FILE = "tdstore_storage.json"
 
 
-# Storages that wrote behind, settled when the interpreter exits: a write
-# that fails then is reported (atexit prints what it raises), not dropped.
-# A storage collected earlier takes its client with it, whose end sends
-# what is queued (and writes a failure to stderr).
+# Storages that wrote behind, settled when the process ends: a write that
+# fails then is printed, not dropped. A storage collected earlier takes its
+# client with it, whose end sends what is queued (and writes a failure to
+# stderr). Two hooks: atexit for an interpreter that exits, and
+# multiprocessing's exit finalizers for a worker process, which ends with
+# os._exit and runs no atexit hook (registered in each process that writes
+# behind: a forked worker starts with none).
 _WRITING_BEHIND: "weakref.WeakSet[TdStoreStorage]" = weakref.WeakSet()
+_hooked_pid = None
 
 
-@atexit.register
 def _settle_at_exit() -> None:
+    if _fork._forked_after_grpc:
+        return  # the parent's storages, whose clients this process cannot use
     for storage in list(_WRITING_BEHIND):
-        storage._settle()
+        try:
+            storage._settle()
+        except BaseException:  # noqa: BLE001  (each is printed; the next still settles)
+            print(f"tdstore: the writes behind of {storage.name!r} failed at exit:",
+                  file=sys.stderr)
+            traceback.print_exc()
+
+
+def _writing_behind(storage) -> None:
+    global _hooked_pid
+    _WRITING_BEHIND.add(storage)
+    if _hooked_pid != os.getpid():
+        _hooked_pid = os.getpid()
+        atexit.register(_settle_at_exit)
+        mp_util.Finalize(None, _settle_at_exit, exitpriority=100)
 
 
 def _tensor_schema(rows) -> dict | None:
@@ -330,8 +353,8 @@ class TdStoreStorage(StoreStorage):
             written = store._set_counted(cursor, stored, WRITTEN, count,
                                          behind=self._write_behind)
             if written is None:
-                self._counted_behind(count)
-                _WRITING_BEHIND.add(self)
+                self._counted_behind()
+                _writing_behind(self)
             else:
                 self._counted(written)
         else:
@@ -388,18 +411,17 @@ class TdStoreStorage(StoreStorage):
         self._rows_read = (time.monotonic(), rows)
         self._full = rows == self._max_size_along_dim0()
 
-    def _counted_behind(self, count: int) -> None:
-        """The length after a write behind of ``count`` dim-0 rows: the last
-        length read plus them (the counter only grows, and will count them
-        before any later call of this client reads it), as old as that read
-        was, so that ``length_ttl`` still bounds how late others' rows count."""
-        at, rows = self._rows_read
-        rows = min(rows + count, self._max_size_along_dim0())
-        self._rows_read = (at, rows)
-        self._full = rows == self._max_size_along_dim0()
+    def _counted_behind(self) -> None:
+        """After a write behind: the next length is read (its call waits for
+        the write first, so it counts it), not guessed. A guess could count
+        rows of a write that fails after returning, or miss another
+        process's ``empty()``; a full buffer stays full, as after any write."""
+        if not self._full:
+            self._rows_read = (-1.0, 0)
 
     def _settle(self) -> None:
-        """Waits for this storage's writes behind; raises the first that failed."""
+        """Waits for this storage's writes behind; raises the first that
+        failed (WriteBehindError)."""
         if self._store is not None:
             self._store._dict.client.settle()
 
@@ -624,7 +646,10 @@ class TdStoreStorage(StoreStorage):
     # -- state --
 
     def state_dict(self) -> dict:
-        """Which dict holds the rows (the rows themselves stay in tdstore)."""
+        """Which dict holds the rows (the rows themselves stay in tdstore),
+        once every row written so far is in it (writes behind settled): a
+        checkpoint never names rows that are not there."""
+        self._settle()
         return {"name": self._name, "addr": self._addr, "max_size": self._asked_max_size,
                 "ndim": self.ndim, "handle": self.handle}
 
@@ -632,7 +657,10 @@ class TdStoreStorage(StoreStorage):
         """Reopens the dict a TdStoreStorage's state_dict names; or, given the
         state_dict of one of torchrl's tensor storages (the rows are in it:
         ``LazyTensorStorage``, ``LazyMemmapStorage``), writes its rows into
-        this storage's dict at the same positions, with its length."""
+        this storage's dict at the same positions, with its length. This
+        storage's writes behind are settled first: their client may be
+        replaced."""
+        self._settle()
         if "_storage" in state_dict:
             self._load_rows(state_dict)
             return
@@ -684,7 +712,12 @@ class TdStoreStorage(StoreStorage):
             self.load_state_dict(json.load(f))
 
     # StoreStorage keeps its length in the process; this storage keeps none.
-    __getstate__ = Storage.__getstate__
+    # A pickled storage (another process opens the same dict) is taken once
+    # its rows are in the dict.
+    def __getstate__(self):
+        self._settle()
+        return Storage.__getstate__(self)
+
     __setstate__ = Storage.__setstate__
 
     def __repr__(self) -> str:
