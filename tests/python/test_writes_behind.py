@@ -5,6 +5,7 @@ same extends and samples; another process never sees the length count a
 row not yet written; a failure is raised by the next call, once."""
 
 import multiprocessing as mp
+import time
 import uuid
 
 import pytest
@@ -95,7 +96,8 @@ def _poll_reader(name, addr, expected, queue, go):
         queue.put("ready")
         go.wait(60)
         reads = 0
-        while True:
+        give_up = time.monotonic() + 90  # the test fails then, never hangs
+        while time.monotonic() < give_up:
             n = min(store.counter_get(WRITTEN), store.batch_size[0])
             if n:
                 ids = store[:n]["id"] if n < store.batch_size[0] else store["id"]
@@ -107,6 +109,7 @@ def _poll_reader(name, addr, expected, queue, go):
             if n >= expected:
                 queue.put(f"ok {reads}")
                 return
+        queue.put(f"only {n} of {expected} rows counted after 90 s")
     except BaseException as e:  # noqa: BLE001  (reported to the test)
         queue.put(f"{type(e).__name__}: {e}")
 
@@ -121,7 +124,7 @@ def test_another_process_never_sees_rows_counted_before_they_are_written(addr):
         storage._settle()
         ctx = mp.get_context("spawn")
         queue, go = ctx.Queue(), ctx.Event()
-        reader = ctx.Process(target=_poll_reader, args=(name, addr, 4000, queue, go))
+        reader = ctx.Process(target=_poll_reader, args=(name, addr, 4000, queue, go), daemon=True)
         reader.start()
         assert queue.get(timeout=120) == "ready"
         go.set()
