@@ -419,7 +419,11 @@ namespace {
 //
 // The write is held in flight by its own progress callback, which waits
 // (after its first 8 MiB) until the refused call has been seen: no sleep
-// decides what is in flight when.
+// decides what is in flight when. SIGTERM goes only once tdstored has
+// written some of its parts to Redis: the client's 8 MiB may still sit in
+// gRPC's buffers before a handler takes the call (the fresh-clone CI of
+// 8c0cb8f saw such a write cancelled, "Cancelling all calls"), and a call
+// no handler has taken is not in flight for tdstored.
 TEST(E2eShutdown, SigtermFinishesInFlightCallsAndDoesNotWaitForIdleClients) {
   DaemonProcess daemon;
   // A grace longer than the 128 MiB write can take on two busy cores (the
@@ -464,6 +468,23 @@ TEST(E2eShutdown, SigtermFinishesInFlightCallsAndDoesNotWaitForIdleClients) {
   {
     std::unique_lock<std::mutex> lock(mu);
     changed.wait(lock, [&] { return under_way; });
+  }
+  // The dict has no leaf yet: any part key of its id is the write's.
+  const std::string parts = "term:{" + td.core().id() + ".*";
+  const auto taken_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool taken = false;
+  while (!(taken = !SharedRedis().Keys(parts).empty()) &&
+         std::chrono::steady_clock::now() < taken_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!taken) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      go_on = true;
+    }
+    changed.notify_all();
+    write.join();
+    FAIL() << "tdstored wrote none of the write's parts in 60 s";
   }
   ASSERT_EQ(kill(daemon.pid(), SIGTERM), 0);
   // New calls while draining: refused, retryable. Until the daemon has
