@@ -142,18 +142,25 @@ def test_another_process_never_sees_rows_counted_before_they_are_written(addr):
         TensorDictStore.from_store(name, addr=addr).drop()
 
 
+def extend_failing_behind(storage, rb, went_behind):
+    """10 rows extended and settled, then 5 more whose extend returns and
+    then fails: the length counter is set one short of its maximum, so the
+    rows are written and their count overflows (OUT_OF_RANGE), leaving the
+    counter at 2**63 - 2. Returns the store."""
+    rb.extend(rows(0, 10))
+    storage._settle()
+    store = storage.store
+    store.counter_add(WRITTEN, 2**63 - 1 - 10 - 1)
+    rb.extend(rows(10, 5))
+    assert went_behind[-1] is None
+    return store
+
+
 def test_a_failed_write_behind_is_raised_by_the_next_call_once(addr, went_behind):
     storage = TdStoreStorage(50, addr=addr, length_ttl=0)
     rb = buffer(storage)
     try:
-        rb.extend(rows(0, 10))
-        storage._settle()
-        store = storage.store
-        # The length counter one short of its maximum: the next extend's rows
-        # are written, and its count overflows (OUT_OF_RANGE) after it returned.
-        store.counter_add(WRITTEN, 2**63 - 1 - 10 - 1)
-        rb.extend(rows(10, 5))
-        assert went_behind[-1] is None
+        store = extend_failing_behind(storage, rb, went_behind)
         with pytest.raises(tdstore.WriteBehindError, match="written behind") as raised:
             storage.get(torch.arange(5))
         # The write's own code, but none of the builtins a caller's own
@@ -178,12 +185,7 @@ def test_a_failure_is_not_taken_for_the_next_calls_own_error(addr, went_behind):
     storage = TdStoreStorage(50, addr=addr, length_ttl=60)
     rb = buffer(storage)
     try:
-        rb.extend(rows(0, 10))
-        storage._settle()
-        store = storage.store
-        store.counter_add(WRITTEN, 2**63 - 1 - 10 - 1)
-        rb.extend(rows(10, 5))  # counted behind: overflows after returning
-        assert went_behind[-1] is None
+        store = extend_failing_behind(storage, rb, went_behind)
         with pytest.raises(tdstore.WriteBehindError):
             store.get("no such key", None)
         assert store.get("no such key", None) is None
