@@ -238,6 +238,17 @@ absl::StatusOr<int64_t> RawRedis::LazyfreePending() {
   return pending;
 }
 
+absl::StatusOr<int64_t> RawRedis::KeyCount() {
+  int64_t keys = 0;
+  for (int i = 0; i < node_count(); ++i) {
+    auto reply = Command(i, {"DBSIZE"});
+    if (!reply.ok()) return reply.status();
+    if ((*reply)->type != REDIS_REPLY_INTEGER) return absl::InternalError("DBSIZE: unexpected reply");
+    keys += (*reply)->integer;
+  }
+  return keys;
+}
+
 absl::StatusOr<std::string> RawRedis::LoadScript(const std::string& body) {
   std::string sha;
   for (int i = 0; i < node_count(); ++i) {

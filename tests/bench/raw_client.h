@@ -96,6 +96,8 @@ class RawRedis {
   // Objects Redis is still freeing in its background thread (UNLINK, lazy
   // free), summed over the masters: INFO memory lazyfree_pending_objects.
   absl::StatusOr<int64_t> LazyfreePending();
+  // Keys of every master, summed (DBSIZE).
+  absl::StatusOr<int64_t> KeyCount();
 
   // SCRIPT LOAD on every master; the script's SHA1.
   absl::StatusOr<std::string> LoadScript(const std::string& body);
