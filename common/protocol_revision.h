@@ -33,6 +33,11 @@ inline constexpr const char* kServerCapabilities[] = {
 inline constexpr const char* kSharedMemoryCapability = "shared_memory";
 inline constexpr const char* kSharedMemoryChunksCapability = "shared_memory_chunks";
 inline constexpr const char* kSharedMemoryReadChunksCapability = "shared_memory_read_chunks";
+// Also reported beside "shared_memory" unless tdstored runs with
+// --shm-clients unix: a client that reaches it over loopback TCP may lend
+// too. No new revision: a tdstored without it (older, or unix-only) is
+// lent to only through its unix socket, as before.
+inline constexpr const char* kSharedMemoryLoopbackCapability = "shared_memory_loopback";
 
 }  // namespace tdstore
 

@@ -142,6 +142,18 @@ std::vector<Setting> Settings() {
            &DaemonConfig::shm_socket),
       Integer("shm-max-bytes", "bytes of shared memory all clients together may lend", 1,
               int64_t{1} << 50, [](auto& c) -> auto& { return c.shm_max_bytes; }),
+      {"shm-clients",
+       "which clients may lend shared memory: local (through the unix socket, or through TCP "
+       "on loopback: 127.0.0.1, localhost, [::1]) or unix (through the unix socket only)",
+       [](const DaemonConfig& c) { return c.shm_clients; },
+       [](DaemonConfig& c, const std::string& v) {
+         if (v != "local" && v != "unix") {
+           return absl::InvalidArgumentError(
+               StrCat("--shm-clients: expected local or unix, got '", v, "'"));
+         }
+         c.shm_clients = v;
+         return absl::OkStatus();
+       }},
       {"backend",
        "where dicts live: redis (the --redis server, or an embedded redis-server), or memory "
        "(this daemon's memory only: not durable, not shared with other daemons; for trying "

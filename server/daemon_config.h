@@ -46,6 +46,11 @@ struct DaemonConfig {
   std::string shm_socket = "auto";
   // The most all lent regions may add up to.
   int64_t shm_max_bytes = int64_t{1} << 30;
+  // Who may lend a region: "local", a client on this host that reaches
+  // tdstored through the unix socket or through TCP on loopback; "unix",
+  // only through the unix socket (ServerInfo then leaves out capability
+  // shared_memory_loopback, which loopback clients wait for).
+  std::string shm_clients = "local";
   // Redis URL; empty: start an embedded redis-server.
   std::string redis_url;
   // Overrides the URL's password; from --redis-password-file or

@@ -268,6 +268,7 @@ int Run(int argc, char** argv) {
     shm_listener = *std::move(listener);
     service_options.shm_regions = &shm_regions;
     service_options.shm_socket = shm_path;
+    service_options.shm_loopback = config->shm_clients == "local";
   }
   service::TdStoreService service(store_owner.get(), std::move(service_options));
 

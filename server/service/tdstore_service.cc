@@ -69,6 +69,7 @@ TdStoreService::TdStoreService(store::Store* store, ServiceOptions options)
       limits_(options.limits),
       shm_regions_(options.shm_regions),
       shm_socket_(options.shm_regions != nullptr ? options.shm_socket : std::string()),
+      shm_loopback_(options.shm_loopback),
       access_(std::make_shared<const AccessControl>(std::move(options.access))),
       streams_(options.limits.max_concurrent_streams, options.limits.idle_stream_timeout) {}
 
@@ -160,6 +161,7 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
       resp->add_capabilities(kSharedMemoryCapability);
       resp->add_capabilities(kSharedMemoryChunksCapability);
       resp->add_capabilities(kSharedMemoryReadChunksCapability);
+      if (shm_loopback_) resp->add_capabilities(kSharedMemoryLoopbackCapability);
       resp->set_shm_socket(shm_socket_);
     }
     return grpc::Status::OK;

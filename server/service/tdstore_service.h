@@ -53,6 +53,9 @@ struct ServiceOptions {
   // socket ServerInfo names for lending one. Null/empty: none offered.
   const shm::RegionTable* shm_regions = nullptr;
   std::string shm_socket;
+  // Clients reaching tdstored over loopback TCP may lend too (ServerInfo
+  // reports capability shared_memory_loopback).
+  bool shm_loopback = true;
 };
 
 // WatchSchema (schema_watch_stream.h) and ReadLeaves (read_leaves_reactor.h)
@@ -262,6 +265,7 @@ class TdStoreService final
   const ServiceLimits limits_;
   const shm::RegionTable* const shm_regions_;
   const std::string shm_socket_;
+  const bool shm_loopback_;
   mutable std::mutex access_mu_;
   std::shared_ptr<const AccessControl> access_;  // guarded by access_mu_
   StreamGuard streams_;

@@ -29,9 +29,15 @@ Scenarios (issue #16 item 4):
 "fill" is the time to create the buffer and extend it, "fill, all
 applied" the time until every row is in tdstore (a TdStoreStorage writing
 behind, its default, returns from an extend before its rows are applied:
-docs/python.md, *Writes behind*), "sample" one ``rb.sample()``. Every sampling round visits each storage in turn, so all
-see the same machine noise; figures are medians, ratios are against
-LazyTensorStorage. Then "prefetch": the TCP TdStoreStorage with torchrl's
+docs/python.md, *Writes behind*), "sample" one ``rb.sample()``. Every
+round of fills and of samples visits each storage in turn, in a new
+order each round, so all see the same machine noise; the seed is timed
+apart, after the others (its calls leave work behind them that the next
+storage in the turns would pay for). Figures are medians, ratios are
+against LazyTensorStorage. A TCP client on loopback lends tdstored shared
+memory as a unix-socket one does (docs/protocol.md, *Same-host data
+path*); the rows with ``shared_memory_bytes=0`` keep the bytes on the
+TCP socket, as a client on another machine moves them. Then "prefetch": the TCP TdStoreStorage with torchrl's
 own ``prefetch=3`` (threads keeping samples in flight) and a training step
 of ``--compute-ms`` (a sleep) after each sample: what the trainer waits per
 sample, as p50, p99 and the worst of ``--iters``.
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import time
@@ -82,9 +89,11 @@ def storages(size: int, env, cluster_env, scenario: str) -> dict:
     """name -> a function making an empty ReplayBuffer of that storage."""
     from torchrl.data.replay_buffers import RandomSampler, RoundRobinWriter, StoreStorage
 
-    def tdstore(addr, layout="record", writer=TdStoreWriter, write_behind=True, **kw):
+    def tdstore(addr, layout="record", writer=TdStoreWriter, write_behind=True, options=None,
+                **kw):
         return lambda: ReplayBuffer(storage=TdStoreStorage(size, addr=addr, layout=layout,
-                                                           write_behind=write_behind),
+                                                           write_behind=write_behind,
+                                                           **(options or {})),
                                     writer=writer(), batch_size=BATCH, **kw)
 
     seed = lambda: ReplayBuffer(  # noqa: E731
@@ -101,6 +110,12 @@ def storages(size: int, env, cluster_env, scenario: str) -> dict:
             "StoreStorage (seed)": seed,
             "TdStoreStorage TCP, RoundRobinWriter": tdstore(env.tcp_addr, writer=RoundRobinWriter,
                                                             sampler=RandomSampler()),
+            # Over loopback TCP the client lends shared memory as over the
+            # unix socket; this row keeps every byte on the TCP socket, as a
+            # client on another machine moves them.
+            "TdStoreStorage TCP, RoundRobinWriter, shared_memory_bytes=0": tdstore(
+                env.tcp_addr, writer=RoundRobinWriter, sampler=RandomSampler(),
+                options={"shared_memory_bytes": 0}),
             "TdStoreStorage TCP, TdStoreWriter": tdstore(env.tcp_addr, sampler=RandomSampler()),
             "TdStoreStorage unix, RoundRobinWriter": tdstore(env.unix_addr,
                                                              writer=RoundRobinWriter,
@@ -188,8 +203,23 @@ def main() -> None:
         data = rows(sc["fill"], sc)
         fill_s = {name: [] for name in makers}
         applied_s = {name: [] for name in makers}
-        for k in range(fills):
-            for name, make in makers.items():
+        # The seed is timed apart, after the others: its calls leave work
+        # behind them (its event-loop thread, and the garbage of a sample's
+        # Python objects, which the collector takes from whatever runs
+        # next), and whichever storage came right after it in the turns
+        # paid for it: 0.3-0.5 ms more a sample on the row after it,
+        # 2026-12-06. The others take turns in a new order each round, so
+        # none always follows the same one.
+        order = random.Random(0)
+        seed_name = "StoreStorage (seed)"
+        rounds = [[n for n in makers if n != seed_name] for _ in range(fills)]
+        for names in rounds:
+            order.shuffle(names)
+        rounds += [[seed_name] for _ in range(fills)]
+        for i, names in enumerate(rounds):
+            k = i % fills
+            for name in names:
+                make = makers[name]
                 rb, seconds, applied = fill(make, data, args.chunk)
                 fill_s[name].append(seconds)
                 applied_s[name].append(applied)
@@ -205,9 +235,11 @@ def main() -> None:
         # A prefetching buffer is sampled back to back, as torchrl's
         # benchmark does: taking turns would give its threads the other
         # storages' time to refill and measure only the hand-over.
-        alone = [name for name in sample_s if "prefetch=" in name]
+        alone = [name for name in sample_s if "prefetch=" in name or name == seed_name]
         for _ in range(args.iters):
-            for name in sample_s:
+            names = list(sample_s)
+            order.shuffle(names)
+            for name in names:
                 if name in alone:
                     continue
                 start = time.perf_counter()

@@ -23,9 +23,13 @@ class SharedDaemon : public ::testing::Environment {
     absl::Status redis_started = redis_->Start();
     ASSERT_TRUE(redis_started.ok()) << redis_started;
     // A namespace quota far above what the tests store, so that a request
-    // for tens of GiB (the soak's oversized ones) is refused.
+    // for tens of GiB (the soak's oversized ones) is refused. Shared memory
+    // for the unix socket's clients only: the tests' TCP clients move
+    // their bytes over the socket, as a client on another machine does
+    // (loopback clients that lend: shared_memory_test.cc).
     absl::Status started = daemon_.Start({"--redis", redis_->url(), "--namespace", "e2e",
                                           "--unix-socket", daemon_.dir() + "/td.sock",
+                                          "--shm-clients", "unix",
                                           "--namespace-quota-bytes", "8589934592"});
     ASSERT_TRUE(started.ok()) << started;
     ASSERT_EQ(daemon_.addresses().size(), 2u) << "expected a TCP and a unix address";

@@ -110,8 +110,10 @@ TEST(E2eMetrics, CountersMoveByWhatTheCallsDid) {
     ClientOptions options;
     options.token = kToken;
     // No schema watch: a create starts one, and its stream would end (and
-    // be counted) only some time after the client closes.
+    // be counted) only some time after the client closes. No shared
+    // memory: a loopback client asks GetServerInfo whether it may lend.
     options.watch_schemas = false;
+    options.shared_memory_bytes = 0;
     Client client(daemon.address(), options);
     Dict td = client.create("d", {kRows});
     td.set("x", at::rand({kRows, kCols}));

@@ -642,6 +642,120 @@ TEST_F(E2eSharedMemoryDaemon, ACallWhoseRegionTdstoredDoesNotKnowGoesOverTheSock
   EXPECT_EQ(other.Stop(), 0);
 }
 
+// A client that reaches tdstored over TCP on loopback (the default
+// address's case) lends it memory as a unix-socket client does, and gets
+// what the socket gives: random leaves written through a 2 MiB region
+// (small writes in one span, larger ones through its ring), read back
+// whole and by random rows through it and through a socket-only client.
+TEST_F(E2eSharedMemoryDaemon, ALoopbackTcpClientLendsMemoryAndGetsWhatTheSocketGives) {
+  StartDaemon();
+  const std::string port = daemon_.address().substr(daemon_.address().rfind(':') + 1);
+  ASSERT_EQ(daemon_.address(), "127.0.0.1:" + port);
+  core::Client socket(daemon_.address(), WithShm(0));
+  EXPECT_FALSE(socket.shares_memory());
+  std::mt19937 random(20261206);
+  for (const std::string address : {daemon_.address(), "localhost:" + port}) {
+    core::Client loopback(address, WithShm(2 << 20));
+    ASSERT_TRUE(loopback.shares_memory()) << address;
+    EXPECT_EQ(MappedRegions(daemon_.pid()), 1) << address;
+    for (int round = 0; round < 4; ++round) {
+      const int64_t rows = 256 + static_cast<int64_t>(random() % 4096);
+      const std::string name = UniqueDictName();
+      core::Dict dict = loopback.create(name, {rows});
+      std::vector<std::vector<char>> values;
+      std::vector<LeafData> leaves;
+      const int count = 1 + static_cast<int>(random() % 3);
+      for (int i = 0; i < count; ++i) {
+        const int64_t cols = 1 + static_cast<int64_t>(random() % 1500);
+        values.push_back(RandomBytes(static_cast<size_t>(rows * cols), random));
+      }
+      for (int i = 0; i < count; ++i) {
+        leaves.push_back({Key("l" + std::to_string(i)), DType::kUInt8,
+                          {rows, static_cast<int64_t>(values[i].size()) / rows},
+                          values[i].data(), static_cast<int64_t>(values[i].size())});
+      }
+      dict.write(leaves);
+      std::vector<int64_t> picked;
+      for (int k = 0; k < 500; ++k) picked.push_back(static_cast<int64_t>(random() % rows));
+      const core::Index index = {
+          core::IndexTerm::Positions(picked, {static_cast<int64_t>(picked.size())})};
+      for (core::Client* reader : {&loopback, &socket}) {
+        Bytes whole;
+        reader->open(name).read({}, whole);
+        Bytes rows_read;
+        core::ReadOptions at;
+        at.index = &index;
+        reader->open(name).read({}, rows_read, at);
+        for (int i = 0; i < count; ++i) {
+          const std::string leaf = "l" + std::to_string(i);
+          EXPECT_EQ(whole.at(leaf), values[i]) << address << " round " << round << " " << leaf
+                                               << " via " << reader->address();
+          const int64_t cols = static_cast<int64_t>(values[i].size()) / rows;
+          std::vector<char> expected;
+          for (int64_t r : picked) {
+            expected.insert(expected.end(), values[i].begin() + r * cols,
+                            values[i].begin() + (r + 1) * cols);
+          }
+          EXPECT_EQ(rows_read.at(leaf), expected) << address << " round " << round << " "
+                                                  << leaf << " via " << reader->address();
+        }
+      }
+      loopback.drop(name);
+    }
+    EXPECT_TRUE(loopback.shares_memory()) << address << ": stopped lending";
+  }
+}
+
+// --shm-clients unix: only the unix socket's clients lend; a loopback TCP
+// client moves its bytes over the socket, with the same results.
+TEST_F(E2eSharedMemoryDaemon, WithShmClientsUnixOnlyUnixSocketClientsLend) {
+  StartDaemon({"--shm-clients", "unix"});
+  core::Client tcp(daemon_.address());
+  core::Client unix_socket(unix_);
+  EXPECT_FALSE(tcp.shares_memory());
+  ASSERT_TRUE(unix_socket.shares_memory());
+  EXPECT_EQ(MappedRegions(daemon_.pid()), 1);
+  core::Dict dict = tcp.create("unix-only", {512});
+  std::mt19937 random(7);
+  const std::vector<char> value = RandomBytes(512 * 1024, random);
+  dict.write({{Key("x"), DType::kUInt8, {512, 1024}, value.data(),
+               static_cast<int64_t>(value.size())}});
+  Bytes got;
+  unix_socket.open("unix-only").read({Key("x")}, got);
+  EXPECT_EQ(got.at("x"), value);
+  EXPECT_FALSE(tcp.shares_memory());
+}
+
+// A loopback client whose tdstored names another tdstored's shared-memory
+// socket (a port forwarded to a daemon in another mount namespace looks
+// the same): the region goes to the other one, the first call naming it
+// fails with nothing applied and goes again over the socket, and the
+// client stops lending for a while. No byte of that region is used.
+TEST_F(E2eSharedMemoryDaemon, ALoopbackClientLentToAnotherTdstoredUsesTheSocket) {
+  DaemonProcess other;
+  const std::string shm_of_other = other.dir() + "/td.sock.shm";
+  StartDaemon({"--shm-socket", shm_of_other});
+  ASSERT_TRUE(other.Start({"--redis", SharedRedis().url(), "--namespace", ns_ + "x",
+                           "--unix-socket", other.dir() + "/td.sock"})
+                  .ok());
+  core::Client client(daemon_.address());
+  ASSERT_TRUE(client.shares_memory());
+  EXPECT_EQ(MappedRegions(other.pid()), 1) << "the region went to the other tdstored";
+  EXPECT_EQ(MappedRegions(daemon_.pid()), 0);
+  core::Dict dict = client.create("elsewhere", {1024});
+  std::mt19937 random(17);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<char> value = RandomBytes(1024 * 1024, random);
+    dict.write({{Key("x"), DType::kUInt8, {1024, 1024}, value.data(),
+                 static_cast<int64_t>(value.size())}});
+    Bytes got;
+    dict.read({Key("x")}, got);
+    EXPECT_EQ(got.at("x"), value) << i;
+  }
+  EXPECT_FALSE(client.shares_memory()) << "lends again at once to the wrong tdstored";
+  EXPECT_EQ(other.Stop(), 0);
+}
+
 // A write of many region-fulls: the client's 2 MiB region gives a ring of
 // four 256 KiB spans, and the write's progress moves by at most one of them
 // (the socket's chunks are 1 MiB), so the ring carried it. Random leaves,

@@ -9,6 +9,7 @@ tests/e2e/shared_memory_test.cc.)"""
 import random
 import threading
 import urllib.request
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,9 +29,47 @@ def test_a_unix_client_shares_memory_unless_told_not_to(addr, fresh_shm_addr):
     assert tdstore.Client(fresh_shm_addr).shares_memory()
     assert not tdstore.Client(fresh_shm_addr, shared_memory_bytes=0).shares_memory()
     if not addr.startswith("unix:"):
-        assert not tdstore.Client(addr).shares_memory()  # TCP: the socket only
+        # A tdstored without a unix socket offers no shared memory.
+        assert not tdstore.Client(addr).shares_memory()
     with pytest.raises(TypeError, match="unknown tdstore client option"):
         tdstore.Client(fresh_shm_addr, shared_memory=True)
+
+
+def _loopback_beside(unix_addr: str) -> str:
+    """The loopback TCP address of the tdstored serving ``unix_addr`` (its
+    --ready-file, beside its socket, lists both)."""
+    ready = Path(unix_addr[len("unix://"):]).with_name("ready").read_text().split()
+    return next(a for a in ready if not a.startswith("unix:"))
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_a_loopback_tcp_client_lends_memory_and_reads_what_it_wrote(fresh_shm_addr, host):
+    # The default address (127.0.0.1:50051) is a same-host client's: it
+    # lends as a unix-socket client does (docs/protocol.md, *Same-host data
+    # path*), and a client that keeps every byte on the socket reads the
+    # same.
+    tcp = host + ":" + _loopback_beside(fresh_shm_addr).rsplit(":", 1)[1]
+    client = tdstore.Client(tcp)
+    assert client.shares_memory()
+    rng = random.Random(host)
+    gen = torch.Generator().manual_seed(len(host))
+    for n in (3, 700, 9000):  # inline bytes; a span of the region; several
+        local = _random_td(n, gen)
+        td = TensorDictStore.from_dict(local, client=client)
+        try:
+            assert_td_equal(td.to_tensordict(), local)
+            for _ in range(5):
+                index = random_index(rng, n)
+                got = td[index]
+                got = got.to_tensordict() if hasattr(got, "to_tensordict") else got
+                assert_td_equal(got, local[index])
+                value = _random_td(n, gen)[index]
+                td[index] = value
+                local[index] = value
+            _assert_the_socket_reads(td, local, tcp)
+        finally:
+            td.drop()
+    assert client.shares_memory()
 
 
 @pytest.fixture(scope="module")

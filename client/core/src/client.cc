@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "client/core/src/address.h"
 #include "client/core/src/client_impl.h"
 #include "client/core/src/convert.h"
 #include "client/core/src/errors.h"
@@ -28,16 +29,10 @@ void CheckAddress(const std::string& address) {
   }
 }
 
-// Loopback and unix-socket addresses never leave this machine.
-bool IsLocal(const std::string& address) {
-  if (address.rfind("unix:", 0) == 0) return true;
-  const std::string host = address.substr(0, address.rfind(':'));
-  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" ||
-         host == "ipv4:127.0.0.1" || host == "ipv6:[::1]";
-}
-
 void CheckOptions(const std::string& address, const ClientOptions& options) {
-  if (!options.token.empty() && !options.tls && !IsLocal(address)) {
+  // Loopback and unix-socket addresses never leave this machine.
+  const bool local = IsLoopbackTcp(address) || !UnixSocketPath(address).empty();
+  if (!options.token.empty() && !options.tls && !local) {
     throw Error(StatusCode::kInvalidArgument,
                 "refusing to send a token in the clear to " + address +
                     ": enable TLS (ClientOptions::tls) or connect over loopback");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "client/core/src/address.h"
 #include "client/core/src/client_impl.h"
 #include "common/protocol_revision.h"
 
@@ -14,22 +15,24 @@ namespace {
 constexpr std::chrono::seconds kRetryLend{30};
 constexpr std::chrono::seconds kRetryAsk{1};
 
-// The socket file of a "unix:" target (gRPC's forms: unix:path,
-// unix:/path, unix:///path); empty for any other target.
-std::string UnixPath(const std::string& address) {
-  if (address.rfind("unix:", 0) != 0) return "";
-  std::string path = address.substr(5);
-  if (path.rfind("//", 0) == 0) path = path.substr(2);
-  return path;
-}
-
 }  // namespace
 
 std::shared_ptr<ShmArena> Client::Impl::SharedMemory(ShmRings* rings) const {
   if (rings != nullptr) *rings = ShmRings();
   if (options.shared_memory_bytes <= 0) return nullptr;
-  const std::string grpc_path = UnixPath(address);
-  if (grpc_path.empty()) return nullptr;
+  // Who may lend: a client on tdstored's host, which it reaches through
+  // the unix socket, or through TCP on loopback (the default address,
+  // 127.0.0.1:50051, is a sidecar's) when tdstored says loopback clients
+  // may (capability shared_memory_loopback). Over loopback, the
+  // shared-memory socket tdstored names may still belong to another
+  // daemon (a port forwarded into a container, a second daemon's path): a
+  // region lent there carries a random token the daemon behind the channel
+  // does not hold, so the first call naming it fails FAILED_PRECONDITION
+  // with nothing applied and goes again over the socket (AfterShmCall):
+  // no byte of such a region is ever used.
+  const std::string grpc_path = UnixSocketPath(address);
+  const bool loopback = grpc_path.empty() && IsLoopbackTcp(address);
+  if (grpc_path.empty() && !loopback) return nullptr;
   std::lock_guard<std::mutex> lock(shm_mu);
   if (shm_arena != nullptr && shm_arena->owner() == getpid() && shm_arena->alive()) {
     if (rings != nullptr) *rings = shm_rings;
@@ -53,24 +56,26 @@ std::shared_ptr<ShmArena> Client::Impl::SharedMemory(ShmRings* rings) const {
   }
   shm_next_try = now + kRetryLend;
   const auto& caps = info.capabilities();
-  if (info.shm_socket().empty() ||
-      std::find(caps.begin(), caps.end(), kSharedMemoryCapability) == caps.end()) {
+  auto named = [&](const char* capability) {
+    return std::find(caps.begin(), caps.end(), capability) != caps.end();
+  };
+  if (info.shm_socket().empty() || !named(kSharedMemoryCapability) ||
+      (loopback && !named(kSharedMemoryLoopbackCapability))) {
     return nullptr;
   }
   // The path tdstored names is its own view of the file system; a client
   // in another mount namespace (a container beside it) sees the socket
   // beside the gRPC one instead, as --shm-socket auto puts it.
   std::vector<std::string> paths = {info.shm_socket()};
-  if (grpc_path + ".shm" != info.shm_socket()) paths.push_back(grpc_path + ".shm");
+  if (!grpc_path.empty() && grpc_path + ".shm" != info.shm_socket()) {
+    paths.push_back(grpc_path + ".shm");
+  }
   for (const std::string& path : paths) {
     std::string why;
     shm_arena =
         ShmArena::Lend(path, static_cast<size_t>(options.shared_memory_bytes), &why);
     if (shm_arena != nullptr) {
       shm_next_try = {};
-      auto named = [&](const char* capability) {
-        return std::find(caps.begin(), caps.end(), capability) != caps.end();
-      };
       shm_rings.write = named(kSharedMemoryChunksCapability);
       shm_rings.read = named(kSharedMemoryReadChunksCapability);
       if (rings != nullptr) *rings = shm_rings;

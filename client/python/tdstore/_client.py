@@ -56,7 +56,8 @@ class Client:
     ``keys()``, ``in`` and the dtypes and shapes a write needs from a schema
     copy that tdstored keeps current over a watch stream, with no round trip
     (docs/python.md, *Schema watch*); False asks tdstored every time.
-    ``shared_memory_bytes``: on a ``unix://`` address whose tdstored offers
+    ``shared_memory_bytes``: on a ``unix://`` address, or a loopback TCP
+    one (``127.0.0.1``, ``localhost``, ``[::1]``), whose tdstored offers
     it, the size of the memfd region lent to tdstored so that a call's bytes
     cross through shared memory instead of the socket (docs/protocol.md,
     *Same-host data path*); 0 never lends one.

@@ -160,17 +160,19 @@ struct ClientOptions {
   // false: every such call asks tdstored.
   bool watch_schemas = true;
 
-  // The same-host data path (docs/protocol.md). On a unix: address whose
-  // tdstored offers shared memory, the client lends it a memfd region of
-  // this many bytes (pages are used only as calls touch them), and a call
-  // whose bytes fit in a free span of it moves them through it instead of
-  // the socket: one gRPC message each way, whatever the size. A write too
-  // large for any span streams through a ring of up to 16 MiB of it,
-  // reused within the call (WriteLeavesShared), and so does a read (whole
-  // leaves, or rows by one index term) that the schema copy (watch_schemas)
-  // says is larger than the span it can offer (ReadLeavesShared). Anything that cannot (a
-  // TCP address, a tdstored without it, a full region, lending refused)
-  // uses the socket, with the same results. 0: never.
+  // The same-host data path (docs/protocol.md). On a unix: address, or a
+  // TCP one on loopback (127.0.0.1, localhost, [::1]; capability
+  // shared_memory_loopback), whose tdstored offers shared memory, the
+  // client lends it a memfd region of this many bytes (pages are used only
+  // as calls touch them), and a call whose bytes fit in a free span of it
+  // moves them through it instead of the socket: one gRPC message each
+  // way, whatever the size. A write too large for any span streams through
+  // a ring of up to 16 MiB of it, reused within the call
+  // (WriteLeavesShared), and so does a read (whole leaves, or rows by one
+  // index term) that the schema copy (watch_schemas) says is larger than
+  // the span it can offer (ReadLeavesShared). Anything that cannot (a TCP
+  // address off loopback, a tdstored without it, a full region, lending
+  // refused) uses the socket, with the same results. 0: never.
   int64_t shared_memory_bytes = int64_t{64} << 20;
 };
 
