@@ -34,7 +34,9 @@ once and one Python round; which goes first alternates. Inside a Python round
 each case runs the two Python sides in blocks A B B A (the first side
 alternates between rounds) after 2 untimed warm-up calls per side (the seed
 script's WARMUP). A round's figure is the median of its calls; the table shows
-the median over rounds (C++: the median of its per-run p50s). Before every
+the median over rounds (C++: the median of its per-run p50s), and each ratio
+is the median of the rounds' own ratios, so that it compares figures taken
+in the same round. Before every
 timed call of a case each side's result is checked once against the source
 tensors, outside the timed loop (for writes: the rows read back). tdstore-bench
 checks its own reads against its raw baseline (a.get_leaf, a.to_local[...],
@@ -474,11 +476,6 @@ def cpp_round(env, sizes, runs, errors):
         + " ...")
 
 
-def cpp_med(runs, scenario, metric, which):
-    xs = [r[f"{scenario}|{metric}"][which] for r in runs if f"{scenario}|{metric}" in r]
-    return statistics.median(xs) if xs else float("nan")
-
-
 # ---- the table ------------------------------------------------------------------------------
 
 def fmt(v):
@@ -491,46 +488,62 @@ def fmt(v):
     return f"{v:.3f}"
 
 
-def ratio(a, b):
-    return "" if a != a or b != b or b == 0 else f"{a / b:.2f}x"
+def cpp_list(runs, scenario, metric, which, scale=1.0):
+    """A C++ figure per round (nan where that run could not measure it)."""
+    nan = float("nan")
+    return [r.get(f"{scenario}|{metric}", {}).get(which, nan) * scale for r in runs]
+
+
+def paired(num, den):
+    """The median over rounds of num[i] / den[i]: each round timed every
+    side, so a ratio pairs figures of the same machine state (the medians of
+    each side, divided, need not: a side's slow round and the other's fast
+    one may make the ratio)."""
+    xs = [a / b for a, b in zip(num, den) if a == a and b == b and b != 0]
+    return f"{statistics.median(xs):.2f}x" if xs else ""
 
 
 def build_rows(res, rb, cpp_runs, label):
     nan = float("nan")
-    med = lambda xs: statistics.median(xs) if xs else nan  # noqa: E731
+    def med(xs):  # over the rounds that measured it
+        xs = [x for x in xs if x == x]
+        return statistics.median(xs) if xs else nan
     rows = []
     for name, cpp_row in CASES:
-        s, t = med(res[name]["seed"]), med(res[name]["tds"])
-        c = cpp_med(cpp_runs, cpp_row, "p50 ms", "tdstore") if cpp_row else nan
-        r = cpp_med(cpp_runs, cpp_row, "p50 ms", "raw") if cpp_row else nan
+        sl, tl = res[name]["seed"], res[name]["tds"]
+        cl = cpp_list(cpp_runs, cpp_row, "p50 ms", "tdstore") if cpp_row else []
+        rl = cpp_list(cpp_runs, cpp_row, "p50 ms", "raw") if cpp_row else []
         rows.append({"case": f"{name}, ms" + (f" ({cpp_row})" if cpp_row else ""),
-                     "seed": s, "tds": t, "cpp": c, "raw": r,
-                     "py_vs_seed": ratio(s, t), "cpp_vs_seed": ratio(s, c), "cpp_vs_raw": ratio(r, c)})
+                     "seed": med(sl), "tds": med(tl), "cpp": med(cl), "raw": med(rl),
+                     "py_vs_seed": paired(sl, tl), "cpp_vs_seed": paired(sl, cl),
+                     "cpp_vs_raw": paired(rl, cl)})
     for key, title, scen, metric in (
             ("write_row", "replay: write 1 row x 4 leaves p50, ms", "c.write_row", "p50 ms"),
             ("sample", "replay: sample 256 rows x 4 leaves p50, ms", "c.sample256", "p50 ms"),
             ("sample", "replay: the same sample from a record dict (C++ only; Python: "
                        "record_layout_bench.py), ms", "c.sample256_record", "p50 ms")):
-        s, t = med(rb[key]["seed"]), med(rb[key]["tds"])
+        sl, tl = rb[key]["seed"], rb[key]["tds"]
         if scen == "c.sample256_record":
-            t = nan  # the Python side samples the default layout here
-        c, r = cpp_med(cpp_runs, scen, metric, "tdstore"), cpp_med(cpp_runs, scen, metric, "raw")
-        rows.append({"case": f"{title} ({scen})", "seed": s, "tds": t, "cpp": c, "raw": r,
-                     "py_vs_seed": ratio(s, t), "cpp_vs_seed": ratio(s, c),
-                     "cpp_vs_raw": ratio(r, c)})
-    s, t = med(rb["stream"]["seed"]), med(rb["stream"]["tds"])
+            tl = []  # the Python side samples the default layout here
+        cl, rl = cpp_list(cpp_runs, scen, metric, "tdstore"), cpp_list(cpp_runs, scen, metric, "raw")
+        rows.append({"case": f"{title} ({scen})", "seed": med(sl), "tds": med(tl),
+                     "cpp": med(cl), "raw": med(rl),
+                     "py_vs_seed": paired(sl, tl), "cpp_vs_seed": paired(sl, cl),
+                     "cpp_vs_raw": paired(rl, cl)})
+    sl, tl = rb["stream"]["seed"], rb["stream"]["tds"]
     rows.append({"case": "streaming appends: 1 row x 4 leaves at a time, rows/s (seed: one call "
-                         "per row)", "seed": s, "tds": t, "cpp": nan, "raw": nan,
-                 "py_vs_seed": ratio(t, s), "cpp_vs_seed": "", "cpp_vs_raw": ""})
+                         "per row)", "seed": med(sl), "tds": med(tl), "cpp": nan, "raw": nan,
+                 "py_vs_seed": paired(tl, sl), "cpp_vs_seed": "", "cpp_vs_raw": ""})
     for key, title, scen in (("get", f"bulk get {label}, MB/s", f"b.get_{label.replace(' ', '')}"),
                              ("put", f"bulk put {label}, MB/s", f"b.put_{label.replace(' ', '')}")):
-        s, t = med(rb[key]["seed"]), med(rb[key]["tds"])
-        c = cpp_med(cpp_runs, scen, "GB/s", "tdstore") * 1e3
-        r = cpp_med(cpp_runs, scen, "GB/s", "raw") * 1e3
+        sl, tl = rb[key]["seed"], rb[key]["tds"]
+        cl = cpp_list(cpp_runs, scen, "GB/s", "tdstore", 1e3)
+        rl = cpp_list(cpp_runs, scen, "GB/s", "raw", 1e3)
         # throughput: higher is better, so the ratios are tdstore / seed and tdstore / raw
-        rows.append({"case": f"{title} ({scen})", "seed": s, "tds": t, "cpp": c, "raw": r,
-                     "py_vs_seed": ratio(t, s), "cpp_vs_seed": ratio(c, s),
-                     "cpp_vs_raw": ratio(c, r)})
+        rows.append({"case": f"{title} ({scen})", "seed": med(sl), "tds": med(tl),
+                     "cpp": med(cl), "raw": med(rl),
+                     "py_vs_seed": paired(tl, sl), "cpp_vs_seed": paired(cl, sl),
+                     "cpp_vs_raw": paired(cl, rl)})
     return rows
 
 
@@ -543,9 +556,12 @@ def markdown(rows, cpp_runs):
     out += ["", "C++-only rows of tdstore-bench (no seed case), p50 ms:", "",
             "| row | C++ | raw ideal | C++ vs raw |", "|---|--:|--:|--:|"]
     for name in CPP_ONLY:
-        c = cpp_med(cpp_runs, name, "p50 ms", "tdstore")
-        r = cpp_med(cpp_runs, name, "p50 ms", "raw")
-        out.append(f"| {name} | {fmt(c)} | {fmt(r)} | {ratio(r, c)} |")
+        cl = cpp_list(cpp_runs, name, "p50 ms", "tdstore")
+        rl = cpp_list(cpp_runs, name, "p50 ms", "raw")
+        known = lambda xs: [x for x in xs if x == x]  # noqa: E731
+        c, r = known(cl), known(rl)
+        out.append(f"| {name} | {fmt(statistics.median(c) if c else float('nan'))} | "
+                   f"{fmt(statistics.median(r) if r else float('nan'))} | {paired(rl, cl)} |")
     return out
 
 
@@ -635,7 +651,8 @@ def main():
     head = [f"Command: {' '.join([sys.executable] + sys.argv)}",
             f"Load average: start {load_start}, end {load_end}; per round: {', '.join(loads)}",
             f"{backend}, clients -> tdstored over {transport}; {repeats} rounds, "
-            f"{time.time() - started:.0f} s; figures: medians over rounds; ratios > 1: tdstore ahead",
+            f"{time.time() - started:.0f} s; figures: medians over rounds; ratios: the median of "
+            f"the rounds' own ratios (each round times every side), > 1: tdstore ahead",
             ""]
     table = markdown(rows, cpp_runs)
     if cpp_errors:
