@@ -1,5 +1,6 @@
 #include "server/daemon_config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -93,6 +94,27 @@ Setting Text(std::string name, std::string help, std::string DaemonConfig::*fiel
           }};
 }
 
+// A text field that must be one of `words` ("expected a, b or c" otherwise).
+Setting Choice(std::string name, std::string help, std::string DaemonConfig::*field,
+               std::vector<std::string> words) {
+  std::string expected;
+  for (size_t i = 0; i < words.size(); ++i) {
+    expected += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+  }
+  std::string flag = "--" + name;
+  return {std::move(name), std::move(help),
+          [field](const DaemonConfig& c) { return c.*field; },
+          [field, words = std::move(words), expected = std::move(expected),
+           flag = std::move(flag)](DaemonConfig& c, const std::string& v) {
+            if (std::find(words.begin(), words.end(), v) == words.end()) {
+              return absl::InvalidArgumentError(
+                  StrCat(flag, ": expected ", expected, ", got '", v, "'"));
+            }
+            c.*field = v;
+            return absl::OkStatus();
+          }};
+}
+
 // Reads a whole file named by a setting; the error names the setting.
 absl::StatusOr<std::string> ReadSettingFile(const std::string& name, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -142,31 +164,16 @@ std::vector<Setting> Settings() {
            &DaemonConfig::shm_socket),
       Integer("shm-max-bytes", "bytes of shared memory all clients together may lend", 1,
               int64_t{1} << 50, [](auto& c) -> auto& { return c.shm_max_bytes; }),
-      {"shm-clients",
-       "which clients may lend shared memory: local (through the unix socket, or through TCP "
-       "on loopback: 127.0.0.1, localhost, [::1]) or unix (through the unix socket only)",
-       [](const DaemonConfig& c) { return c.shm_clients; },
-       [](DaemonConfig& c, const std::string& v) {
-         if (v != "local" && v != "unix") {
-           return absl::InvalidArgumentError(
-               StrCat("--shm-clients: expected local or unix, got '", v, "'"));
-         }
-         c.shm_clients = v;
-         return absl::OkStatus();
-       }},
-      {"backend",
-       "where dicts live: redis (the --redis server, or an embedded redis-server), or memory "
-       "(this daemon's memory only: not durable, not shared with other daemons; for trying "
-       "tdstore and for tests)",
-       [](const DaemonConfig& c) { return c.backend; },
-       [](DaemonConfig& c, const std::string& v) {
-         if (v != "redis" && v != "memory") {
-           return absl::InvalidArgumentError(
-               StrCat("--backend: expected redis or memory, got '", v, "'"));
-         }
-         c.backend = v;
-         return absl::OkStatus();
-       }},
+      Choice("shm-clients",
+             "which clients may lend shared memory: local (through the unix socket, or through "
+             "TCP on loopback: 127.0.0.1, localhost, [::1]) or unix (through the unix socket "
+             "only)",
+             &DaemonConfig::shm_clients, {"local", "unix"}),
+      Choice("backend",
+             "where dicts live: redis (the --redis server, or an embedded redis-server), or "
+             "memory (this daemon's memory only: not durable, not shared with other daemons; "
+             "for trying tdstore and for tests)",
+             &DaemonConfig::backend, {"redis", "memory"}),
       Text("redis",
            "redis://[user:password@]host:port[/db], unix:///path.sock, or "
            "redis-cluster://[user:password@]host1:port1,host2:port2 (seed nodes); empty starts "
@@ -282,16 +289,8 @@ std::vector<Setting> Settings() {
              kNoMax, [](auto& c) -> auto& { return c.shutdown_grace; }),
       Text("ready-file", "once serving, write the client addresses here, one per line",
            &DaemonConfig::ready_file),
-      {"log-level", "debug (one line per call), info, warning or error",
-       [](const DaemonConfig& c) { return c.log_level; },
-       [](DaemonConfig& c, const std::string& v) {
-         if (v != "debug" && v != "info" && v != "warning" && v != "error") {
-           return absl::InvalidArgumentError(
-               StrCat("--log-level: expected debug, info, warning or error, got '", v, "'"));
-         }
-         c.log_level = v;
-         return absl::OkStatus();
-       }},
+      Choice("log-level", "debug (one line per call), info, warning or error",
+             &DaemonConfig::log_level, {"debug", "info", "warning", "error"}),
       {"metrics-listen", "serve Prometheus /metrics on this HOST:PORT; empty: no metrics",
        [](const DaemonConfig& c) { return c.metrics_listen; },
        [](DaemonConfig& c, const std::string& v) {

@@ -416,6 +416,35 @@ class E2eSharedMemoryDaemon : public ::testing::Test {
     return at == std::string::npos ? 0 : std::stoll(log.substr(at + word.size() + 1));
   }
 
+  // tdstored names another tdstored's shared-memory socket: a client of it
+  // (through the unix socket, or `loopback` TCP) lends its region to the
+  // other one. Every call naming that region must go again over the
+  // socket with the same results, and the client stop lending.
+  void LendToAnotherTdstored(bool loopback) {
+    DaemonProcess other;
+    const std::string shm_of_other = other.dir() + "/td.sock.shm";
+    StartDaemon({"--shm-socket", shm_of_other});
+    ASSERT_TRUE(other.Start({"--redis", SharedRedis().url(), "--namespace", ns_ + "x",
+                             "--unix-socket", other.dir() + "/td.sock"})
+                    .ok());
+    core::Client client(loopback ? daemon_.address() : unix_);
+    ASSERT_TRUE(client.shares_memory());
+    EXPECT_EQ(MappedRegions(other.pid()), 1) << "the region went to the other tdstored";
+    EXPECT_EQ(MappedRegions(daemon_.pid()), 0);
+    core::Dict dict = client.create("elsewhere", {1024});
+    std::mt19937 random(loopback ? 17 : 13);
+    for (int i = 0; i < 3; ++i) {
+      std::vector<char> value = RandomBytes(1024 * 1024, random);
+      dict.write({{Key("x"), DType::kUInt8, {1024, 1024}, value.data(),
+                   static_cast<int64_t>(value.size())}});
+      Bytes got;
+      dict.read({Key("x")}, got);
+      EXPECT_EQ(got.at("x"), value) << i;
+    }
+    EXPECT_FALSE(client.shares_memory()) << "lends again at once to the wrong tdstored";
+    EXPECT_EQ(other.Stop(), 0);
+  }
+
   DaemonProcess daemon_;
   std::string ns_;
   std::string unix_;
@@ -618,28 +647,7 @@ TEST_F(E2eSharedMemoryDaemon, AClientRefusedTheSharedMemorySocketByPermissionUse
 // client) gets FAILED_PRECONDITION with the unknown-region trailer: the call
 // is made again over the socket, and the client stops lending for a while.
 TEST_F(E2eSharedMemoryDaemon, ACallWhoseRegionTdstoredDoesNotKnowGoesOverTheSocket) {
-  DaemonProcess other;
-  const std::string shm_of_other = other.dir() + "/td.sock.shm";
-  StartDaemon({"--shm-socket", shm_of_other});
-  ASSERT_TRUE(other.Start({"--redis", SharedRedis().url(), "--namespace", ns_ + "x",
-                           "--unix-socket", other.dir() + "/td.sock"})
-                  .ok());
-  core::Client client(unix_);
-  ASSERT_TRUE(client.shares_memory());
-  EXPECT_EQ(MappedRegions(other.pid()), 1) << "the region went to the other tdstored";
-  EXPECT_EQ(MappedRegions(daemon_.pid()), 0);
-  core::Dict dict = client.create("elsewhere", {1024});
-  std::mt19937 random(13);
-  for (int i = 0; i < 3; ++i) {
-    std::vector<char> value = RandomBytes(1024 * 1024, random);
-    dict.write({{Key("x"), DType::kUInt8, {1024, 1024}, value.data(),
-                 static_cast<int64_t>(value.size())}});
-    Bytes got;
-    dict.read({Key("x")}, got);
-    EXPECT_EQ(got.at("x"), value) << i;
-  }
-  EXPECT_FALSE(client.shares_memory()) << "lends again at once to the wrong tdstored";
-  EXPECT_EQ(other.Stop(), 0);
+  LendToAnotherTdstored(/*loopback=*/false);
 }
 
 // A client that reaches tdstored over TCP on loopback (the default
@@ -732,28 +740,7 @@ TEST_F(E2eSharedMemoryDaemon, WithShmClientsUnixOnlyUnixSocketClientsLend) {
 // fails with nothing applied and goes again over the socket, and the
 // client stops lending for a while. No byte of that region is used.
 TEST_F(E2eSharedMemoryDaemon, ALoopbackClientLentToAnotherTdstoredUsesTheSocket) {
-  DaemonProcess other;
-  const std::string shm_of_other = other.dir() + "/td.sock.shm";
-  StartDaemon({"--shm-socket", shm_of_other});
-  ASSERT_TRUE(other.Start({"--redis", SharedRedis().url(), "--namespace", ns_ + "x",
-                           "--unix-socket", other.dir() + "/td.sock"})
-                  .ok());
-  core::Client client(daemon_.address());
-  ASSERT_TRUE(client.shares_memory());
-  EXPECT_EQ(MappedRegions(other.pid()), 1) << "the region went to the other tdstored";
-  EXPECT_EQ(MappedRegions(daemon_.pid()), 0);
-  core::Dict dict = client.create("elsewhere", {1024});
-  std::mt19937 random(17);
-  for (int i = 0; i < 3; ++i) {
-    std::vector<char> value = RandomBytes(1024 * 1024, random);
-    dict.write({{Key("x"), DType::kUInt8, {1024, 1024}, value.data(),
-                 static_cast<int64_t>(value.size())}});
-    Bytes got;
-    dict.read({Key("x")}, got);
-    EXPECT_EQ(got.at("x"), value) << i;
-  }
-  EXPECT_FALSE(client.shares_memory()) << "lends again at once to the wrong tdstored";
-  EXPECT_EQ(other.Stop(), 0);
+  LendToAnotherTdstored(/*loopback=*/true);
 }
 
 // A write of many region-fulls: the client's 2 MiB region gives a ring of
