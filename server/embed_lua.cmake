@@ -35,6 +35,20 @@ foreach(f ${files})
   if(text MATCHES "--@")
     message(FATAL_ERROR "${f}: a '--@' line that is not '--@include NAME.lua'")
   endif()
+  # What Redis is sent: no comment lines and no indentation. Why: a script
+  # run inside MULTI is sent whole (EVAL) and hashed by Redis twice, as it
+  # is queued and as EXEC runs it; write_at_once.lua and its helper were
+  # 9.7 KB, two thirds of it comments. Every newline stays, so a Lua error
+  # names the line it named before. Safe because no script
+  # has a string spanning lines ([[...]] or a trailing backslash); the
+  # check below keeps it so.
+  if(text MATCHES "\\[\\[" OR text MATCHES "\\\\\n")
+    message(FATAL_ERROR "${f}: a string spanning lines; embed_lua.cmake strips comment lines")
+  endif()
+  string(PREPEND text "\n")
+  string(REGEX REPLACE "\n[ \t]*--[^\n]*" "\n" text "${text}")
+  string(REGEX REPLACE "\n[ \t]+" "\n" text "${text}")
+  string(SUBSTRING "${text}" 1 -1 text)
   string(APPEND body "const char ${name}[] = R\"tdlua(${text})tdlua\";\n")
 endforeach()
 string(APPEND body "}  // namespace tdstore::lua\n")

@@ -9,10 +9,13 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "client/core/src/rows_behind.h"
 #include "tdstore/core.h"
 #include "tests/e2e/e2e_env.h"
 #include "tests/e2e/expect_error.h"
@@ -168,9 +171,11 @@ TEST(E2eWritesBehind, AFailureIsThrownByTheNextCallOnceAndWhatFollowedItIsDroppe
   const int64_t max = std::numeric_limits<int64_t>::max();
   ASSERT_EQ(dict.counter_add(kRowsCounter, max - 1), max - 1);
   std::vector<float> model(kBehindRows * kBehindWidth, 0.0f);
-  RowsWrite a = MakeRowsWrite({0, 1}, 10.0f);
+  // a and c are one row at an int index, which joins no other write
+  // (rows_behind.h): so b goes alone, and c and d after it.
+  RowsWrite a = MakeRowWrite(0, 10.0f);
   RowsWrite b = MakeRowsWrite({2, 3}, 20.0f);
-  RowsWrite c = MakeRowsWrite({4, 5}, 30.0f);
+  RowsWrite c = MakeRowWrite(4, 30.0f);
   RowsWrite d = MakeRowsWrite({6, 7}, 40.0f);
   // Why pause Redis' writes: so that the first write cannot end, nor the
   // second fail, before all four are queued; then the two after the
@@ -215,6 +220,164 @@ TEST(E2eWritesBehind, AFailureIsThrownByTheNextCallOnceAndWhatFollowedItIsDroppe
   Apply(c, &model);
   EXPECT_EQ(ReadLeafAs<float>(dict, "obs"), model);
   EXPECT_EQ(dict.counter_get(kRowsCounter), 2);
+  dict.drop();
+}
+
+TEST(E2eWritesBehind, WritesJoinedIntoAFailedCallAreCountedAsDroppedAndNamed) {
+  core::Client client(DaemonAddress());
+  core::Dict dict = MakeBehindDict(client);
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  ASSERT_EQ(dict.counter_add(kRowsCounter, max - 1), max - 1);
+  // a (one row at an int index) joins nothing; b, c, d, queued while it
+  // waits on the paused Redis, join into one call, whose count overflows
+  // after its rows are written.
+  RowsWrite a = MakeRowWrite(0, 10.0f);
+  RowsWrite b = MakeRowsWrite({2, 3}, 20.0f);
+  RowsWrite c = MakeRowsWrite({4, 5}, 30.0f);
+  RowsWrite d = MakeRowsWrite({6, 7}, 40.0f);
+  bool all_behind = true;
+  {
+    struct Paused {
+      std::vector<int> ports = SharedRedisPorts();
+      Paused() {
+        for (int port : ports) raw_redis::Command(port, {}, {"CLIENT", "PAUSE", "20000", "WRITE"});
+      }
+      ~Paused() {
+        for (int port : ports) raw_redis::Command(port, {}, {"CLIENT", "UNPAUSE"});
+      }
+    } paused;
+    for (const RowsWrite* w : {&a, &b, &c, &d}) {
+      all_behind &=
+          !dict.write_counted_behind(w->Leaves(), w->index, kRowsCounter, 1).has_value();
+    }
+  }
+  ASSERT_TRUE(all_behind);
+  try {
+    client.settle();
+    FAIL() << "the failed write behind was not thrown";
+  } catch (const WriteBehindError& error) {
+    EXPECT_EQ(error.code(), StatusCode::kOutOfRange) << error.what();
+    EXPECT_EQ(error.dropped(), 2) << error.what();
+    EXPECT_TRUE(Contains(error.what(), "the rows were written but not counted")) << error.what();
+    EXPECT_TRUE(Contains(error.what(), "2 write(s) queued after it went in the same call and "
+                                       "failed with it, and 0 write(s) queued after it were "
+                                       "not sent"))
+        << error.what();
+  }
+  // The one call wrote every row it carried and counted none of them.
+  std::vector<float> model(kBehindRows * kBehindWidth, 0.0f);
+  for (const RowsWrite* w : {&a, &b, &c, &d}) Apply(*w, &model);
+  EXPECT_EQ(ReadLeafAs<float>(dict, "obs"), model);
+  EXPECT_EQ(dict.counter_get(kRowsCounter), max);
+  dict.drop();
+}
+
+// RowsBehind itself (client/core/src/rows_behind.h), without the thread:
+// which writes join, and that a joined call leaves the rows and the
+// counter as the writes applied in turn leave them. Random writes, some
+// disjoint from all before them, some not.
+TEST(E2eWritesBehind, RowsJoinWhenNoRowIsWrittenTwiceAndLandAsTheyWouldInTurn) {
+  core::Client client(DaemonAddress());
+  core::Dict dict = MakeBehindDict(client);
+  std::vector<float> model(kBehindRows * kBehindWidth, 0.0f);
+  std::mt19937 rng(11);
+  int64_t counted = 0;
+  int joins = 0, refusals = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    std::vector<RowsWrite> writes;
+    const int k = std::uniform_int_distribution<int>(2, 6)(rng);
+    for (int i = 0; i < k; ++i) {
+      std::vector<int64_t> positions;
+      const int n = std::uniform_int_distribution<int>(1, 6)(rng);
+      for (int j = 0; j < n; ++j) {
+        positions.push_back(std::uniform_int_distribution<int64_t>(0, kBehindRows - 1)(rng));
+      }
+      writes.push_back(MakeRowsWrite(positions, float(trial * 1000 + i * 100)));
+    }
+    // Chains in order: each write joins the chain before it unless a row
+    // of it is in the chain; then it starts the next chain.
+    std::vector<std::unique_ptr<core::RowsBehind>> chains;
+    std::set<int64_t> rows_in_chain;
+    for (const RowsWrite& w : writes) {
+      auto next = std::make_unique<core::RowsBehind>(dict, w.Leaves(), w.index, kRowsCounter,
+                                                     static_cast<int64_t>(w.positions.size()));
+      bool overlaps = false;
+      for (int64_t p : w.positions) overlaps |= rows_in_chain.count(p) != 0;
+      const bool joined = !chains.empty() && chains.back()->Join(*next);
+      EXPECT_EQ(joined, !chains.empty() && !overlaps) << "trial " << trial;
+      if (!joined) {
+        chains.push_back(std::move(next));
+        rows_in_chain.clear();
+        ++refusals;
+      } else {
+        ++joins;
+      }
+      rows_in_chain.insert(w.positions.begin(), w.positions.end());
+      counted += static_cast<int64_t>(w.positions.size());
+      Apply(w, &model);
+    }
+    for (auto& chain : chains) chain->Apply();
+    ASSERT_EQ(ReadLeafAs<float>(dict, "obs"), model) << "trial " << trial;
+    ASSERT_EQ(dict.counter_get(kRowsCounter), counted) << "trial " << trial;
+  }
+  EXPECT_GT(joins, 5);
+  EXPECT_GT(refusals, 12);
+  dict.drop();
+}
+
+TEST(E2eWritesBehind, RowsOfAnotherCounterLeafSetOrIndexOrPastTheCapDoNotJoin) {
+  core::Client client(DaemonAddress());
+  core::Dict dict = MakeBehindDict(client);
+  RowsWrite a = MakeRowsWrite({0, 1}, 1.0f);
+  RowsWrite b = MakeRowsWrite({2, 3}, 2.0f);
+  auto chain = [&] {
+    return std::make_unique<core::RowsBehind>(dict, a.Leaves(), a.index, kRowsCounter, 2);
+  };
+  // Another counter.
+  core::RowsBehind other_counter(dict, b.Leaves(), b.index, "other", 2);
+  EXPECT_FALSE(chain()->Join(other_counter));
+  // One row at an int index, on either side.
+  RowsWrite one = MakeRowWrite(5, 3.0f);
+  core::RowsBehind at_int(dict, one.Leaves(), one.index, kRowsCounter, 1);
+  EXPECT_FALSE(chain()->Join(at_int));
+  EXPECT_FALSE(core::RowsBehind(dict, one.Leaves(), one.index, kRowsCounter, 1)
+                   .Join(*chain()));
+  // Other leaves (a second leaf), and the same leaf with a wider row.
+  std::vector<float> more = {1.0f, 2.0f};
+  std::vector<core::LeafData> two = b.Leaves();
+  two.push_back({"extra", DType::kFloat32, {2}, more.data(), 8});
+  core::RowsBehind two_leaves(dict, two, b.index, kRowsCounter, 2);
+  EXPECT_FALSE(chain()->Join(two_leaves));
+  std::vector<float> wide(2 * (kBehindWidth + 1), 0.0f);
+  core::RowsBehind wider(dict, {{"obs", DType::kFloat32, {2, kBehindWidth + 1}, wide.data(),
+                                 static_cast<int64_t>(wide.size() * sizeof(float))}},
+                         b.index, kRowsCounter, 2);
+  EXPECT_FALSE(chain()->Join(wider));
+  // Another dict.
+  core::Dict second = MakeBehindDict(client);
+  core::RowsBehind elsewhere(second, b.Leaves(), b.index, kRowsCounter, 2);
+  EXPECT_FALSE(chain()->Join(elsewhere));
+  // Past kMaxJoinedBytes together (the rows' bytes only: the cap is the
+  // core's, whatever the dict holds).
+  const int64_t half_rows = core::RowsBehind::kMaxJoinedBytes / 2 / (kBehindWidth * 4) + 1;
+  std::vector<float> big(static_cast<size_t>(half_rows * kBehindWidth), 0.0f);
+  std::vector<int64_t> first_half(static_cast<size_t>(half_rows)), second_half(first_half.size());
+  for (int64_t i = 0; i < half_rows; ++i) {
+    first_half[i] = i;
+    second_half[i] = half_rows + i;
+  }
+  auto big_write = [&](const std::vector<int64_t>& positions) {
+    return std::make_unique<core::RowsBehind>(
+        dict,
+        std::vector<core::LeafData>{{"obs", DType::kFloat32, {half_rows, kBehindWidth}, big.data(),
+                                     static_cast<int64_t>(big.size() * sizeof(float))}},
+        core::Index{core::IndexTerm::Positions(positions, {half_rows})}, kRowsCounter, half_rows);
+  };
+  EXPECT_FALSE(big_write(first_half)->Join(*big_write(second_half)));
+  // And what does join: the same counter, leaves and row shape, other rows.
+  EXPECT_TRUE(chain()->Join(*std::make_unique<core::RowsBehind>(dict, b.Leaves(), b.index,
+                                                                kRowsCounter, 2)));
+  second.drop();
   dict.drop();
 }
 

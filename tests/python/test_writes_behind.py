@@ -85,6 +85,43 @@ def test_extends_behind_hold_what_lazy_tensor_storage_holds(addr, went_behind):
             s.store.drop()
 
 
+def test_extends_queued_together_land_as_lazy_tensor_storage_applies_them(addr):
+    """Many extends and adds with no read between them: the writer thread
+    finds them waiting and sends consecutive ones as one call where no row
+    is in two of them (rows_behind.h). The buffer wraps every few extends,
+    so some queued writes share rows: those must land in order, the later
+    winning. Random sizes, against LazyTensorStorage, three seeds."""
+    for seed in range(3):
+        g = torch.Generator().manual_seed(100 + seed)
+        behind = TdStoreStorage(50, addr=addr, length_ttl=0)
+        lazy = LazyTensorStorage(50)
+        buffers = [buffer(s) for s in (behind, lazy)]
+        try:
+            start = 0
+            for _ in range(80):
+                if int(torch.randint(0, 5, (), generator=g)) == 0:
+                    row = rows(start, 1)[0]  # torchrl's add: one row at an int cursor
+                    indices = [rb.add(row) for rb in buffers]
+                    start += 1
+                else:
+                    n = int(torch.randint(1, 30, (), generator=g))
+                    indices = [rb.extend(rows(start, n)) for rb in buffers]
+                    start += n
+                assert torch.equal(torch.as_tensor(indices[0]), torch.as_tensor(indices[1]))
+            assert len(behind) == len(lazy) == 50
+            want = lazy.get(torch.arange(50))
+            got = behind.get(torch.arange(50))
+            for key in want.keys(True, True):
+                assert torch.equal(got[key], want[key]), (seed, key)
+            assert behind.store.counter_get(WRITTEN) == start
+            # Another client reads the same rows.
+            seen = TensorDictStore.from_store(behind.name, addr=addr)[:]
+            for key in want.keys(True, True):
+                assert torch.equal(seen[key], want[key]), (seed, key)
+        finally:
+            behind.store.drop()
+
+
 def _poll_reader(name, addr, expected, queue, go):
     """Reads the length and then the rows under it, until all ``expected``
     rows are counted: every counted row must hold its data (ids are never 0).

@@ -6,6 +6,7 @@
 #include "client/core/src/convert.h"
 #include "client/core/src/handle.h"
 #include "client/core/src/leaf_stream_calls.h"
+#include "client/core/src/rows_behind.h"
 #include "common/key_listing.h"
 
 namespace tdstore::core {
@@ -176,40 +177,16 @@ std::optional<int64_t> Dict::write_counted_behind(const std::vector<LeafData>& l
   if (schema == nullptr || !CheckedAgainst(*schema, leaves, index)) {
     return write_counted(leaves, options, counter, add);
   }
-  // The write owns a copy of everything: the caller may change its
-  // tensors as soon as this returns.
-  struct Owned {
-    std::unique_ptr<char[]> bytes;
-    std::vector<LeafData> leaves;
-    Index index;
-    std::string counter;
-    int64_t add;
-  };
-  auto owned = std::make_shared<Owned>();
-  int64_t total = 0;
-  for (const LeafData& leaf : leaves) total += leaf.byte_size;
-  owned->bytes.reset(new char[static_cast<size_t>(std::max<int64_t>(total, 1))]);
-  int64_t at = 0;
-  owned->leaves = leaves;
-  for (LeafData& leaf : owned->leaves) {
-    if (leaf.byte_size > 0) std::memcpy(owned->bytes.get() + at, leaf.data, leaf.byte_size);
-    leaf.data = owned->bytes.get() + at;
-    at += leaf.byte_size;
-  }
-  owned->index = index;
-  owned->counter = counter;
-  owned->add = add;
   // Why a Dict that does not own the client's state: the writer thread is
   // the state's, and a write holding it could be its last owner, whose
   // destructor would then join the thread it runs on. The state outlives
   // every queued write instead (its destructor sends them first).
   Dict view(std::shared_ptr<Client::Impl>(std::shared_ptr<Client::Impl>(), impl_.get()), name_,
             id_);
-  auto write = [view = std::move(view), owned = std::move(owned)] {
-    WriteOptions options;
-    options.index = &owned->index;
-    (void)view.write_counted(owned->leaves, options, owned->counter, owned->add);
-  };
+  // It owns a copy of everything: the caller may change its tensors as
+  // soon as this returns.
+  auto write = std::make_unique<RowsBehind>(std::move(view), leaves, index, counter, add);
+  const int64_t total = write->bytes();
   if (!impl_->writes_behind.Enqueue(std::move(write), total)) {
     return write_counted(leaves, options, counter, add);
   }

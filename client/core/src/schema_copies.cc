@@ -16,7 +16,7 @@ namespace {
 constexpr std::chrono::seconds kRewatchAfter{1};
 
 // Schema lookups poll the watches' socket at most this often (Drain).
-constexpr std::chrono::microseconds kDrainEvery{50};
+constexpr std::chrono::microseconds kDrainEvery{1000};
 
 bool Under(const Key& prefix, const Key& path) {
   const auto& p = prefix.parts();
@@ -95,12 +95,17 @@ SchemaCopies::~SchemaCopies() {
 }
 
 void SchemaCopies::Drain(bool until_ended) {
-  // Why a lookup may skip the poll: a poll costs about 0.9 us (an
-  // epoll_wait and gRPC's queue), which doubled `key in td` (0.9 -> 1.8 us)
-  // and put keys() level with the seed's never-refreshed cache. A lookup
-  // within kDrainEvery of the last poll answers without one: an event
-  // waits at most that much longer, about what waking a thread for it
-  // took before.
+  // Why a lookup may skip the poll: a poll is a pass of gRPC's poller, and
+  // gRPC gives the polling thread whatever I/O the channel has pending.
+  // With nothing in flight that is about 0.9 us, which doubled `key in td`
+  // (0.9 -> 1.8 us). With a write behind in flight it is 20-30 us: the
+  // lookup's thread (the trainer's) then sends and reads the writer
+  // thread's call. A torchrl extend makes six lookups, and polling every
+  // 50 us made its 0.1 ms of Python 0.3 ms (docs/benchmarks.md, *A lookup
+  // polls once a millisecond*). So a lookup within kDrainEvery of the last
+  // poll answers without one: another client's change, once its event
+  // reached the socket, waits at most that much longer. This client's own
+  // changes never wait for the watch (Wrote and the floors).
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();

@@ -22,7 +22,7 @@
 // Who reads the streams: the callers. The streams' events complete on a
 // queue of this object's that no thread waits on; Trusted() first takes
 // what has arrived (Drain), without blocking, unless another lookup did
-// within the last 50 us. The socket itself is read by whichever thread
+// within the last millisecond. The socket itself is read by whichever thread
 // polls: a lookup, a call of this client's while it waits, or gRPC's
 // backup poller (every 5 s by default) in an idle client.
 //
@@ -33,7 +33,7 @@
 // 0.05 ms of the client's CPU on this 2-vCPU machine (0.29 against 0.37 ms
 // for counter_get; docs/benchmarks.md, *The watch read by its callers*).
 // What it changes: an event waits in the queue until a lookup takes it,
-// at most 50 us after the last lookup that looked.
+// at most 1 ms after the last lookup that looked.
 #ifndef TDSTORE_CLIENT_CORE_SRC_SCHEMA_COPIES_H_
 #define TDSTORE_CLIENT_CORE_SRC_SCHEMA_COPIES_H_
 

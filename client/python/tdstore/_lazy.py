@@ -146,7 +146,9 @@ class _StackElement(TensorDictStore):
     # the leaves' dtypes (_indexed_write). A view's writes never go behind:
     # ``behind`` is taken only to be refused.
     def _write(self, items, terms=None, refuse_if_locked=False, ring=None, count=None,
-               behind=False):
+               behind=False, batch_size=None):
+        # An element's whole leaves are its rows of the stack's leaves: an
+        # indexed write, which takes no batch size.
         if ring is not None:
             raise RuntimeError(f"append_ring: {_WHOLE_STACK}")
         if terms is None:

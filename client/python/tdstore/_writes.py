@@ -56,15 +56,19 @@ class StoreWrites:
     # -- writes --
 
     def _write(self, items, terms=None, refuse_if_locked=False, ring=None, count=None,
-               behind=False):
+               behind=False, batch_size=None):
         """One write of ``items``: whole leaves, or the rows ``terms`` select,
         or with ``ring`` ((cursor, rows, count)) a ring append, whose
         (start, count value) it returns; with ``count`` ((counter, add)) the
         rows ``terms`` select, counted in that dict counter, whose value
         afterwards it returns, or with ``behind`` None if the write returned
-        before tdstored applied it (native write_counted_behind)."""
+        before tdstored applied it (native write_counted_behind). Whole
+        leaves take ``batch_size`` if given (the one the caller checked
+        them against), else the dict's."""
         rows = terms is not None or ring is not None
-        leaves, keep = _native_leaves(items, None if rows else self._batch_size)
+        if not rows and batch_size is None:
+            batch_size = self._batch_size
+        leaves, keep = _native_leaves(items, None if rows else batch_size)
         result = None
         if ring is not None:
             result = self._dict.append_ring(leaves, *ring)
@@ -79,8 +83,10 @@ class StoreWrites:
 
     def _check_batch_dims(self, items):
         """Every leaf starts with the batch dims. A NonTensorData (one value)
-        stands for every cell, as tensordict lets it: it takes the batch size."""
-        bs = tuple(self._batch_size)
+        stands for every cell, as tensordict lets it: it takes the batch size.
+        Returns the batch size checked against (one schema lookup a write)."""
+        batch_size = self._batch_size
+        bs = tuple(batch_size)
         n = len(bs)
         for i, (path, t) in enumerate(items):
             if isinstance(t, Values):
@@ -89,14 +95,15 @@ class StoreWrites:
                     continue
                 if tuple(t.cells) != bs:
                     raise RuntimeError(
-                        f"batch dimension mismatch, got self.batch_size={self._batch_size} and "
+                        f"batch dimension mismatch, got self.batch_size={batch_size} and "
                         f"a non-tensor stack of batch size {t.cells} (at {_path_str(path)!r}).")
                 continue
             if tuple(t.shape[:n]) != bs:
                 raise RuntimeError(
-                    f"batch dimension mismatch, got self.batch_size={self._batch_size} and "
+                    f"batch dimension mismatch, got self.batch_size={batch_size} and "
                     f"value.shape={t.shape} (at {_path_str(path)!r})."
                 )
+        return batch_size
 
     def _set_path(self, rel, value, inplace, ignore_lock=False):
         """set / set_ / td[key] = value. inplace False: replace (one write);
@@ -105,11 +112,11 @@ class StoreWrites:
         in place where they exist."""
         path = self._prefix + rel
         items = _flatten(value, path, [])
-        self._check_batch_dims(items)
+        batch_size = self._check_batch_dims(items)
         if inplace is False:
             # A locked dict refuses this write in tdstored, whatever it writes
             # (tensordict's rule); new and reshaped leaves always.
-            self._write(items, refuse_if_locked=not ignore_lock)
+            self._write(items, refuse_if_locked=not ignore_lock, batch_size=batch_size)
             return self
         existing = self._describe_full()
         out = []

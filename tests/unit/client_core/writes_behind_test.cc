@@ -1,6 +1,8 @@
 // WritesBehind (client/core/src/writes_behind.h) on its own: writes that
 // are functions, no server. Order, the failure rule, the writer thread's
-// own calls, the window's byte cap, and the end that sends what is queued.
+// own calls, the window's byte cap, the end that sends what is queued, and
+// writes that join (QueuedWrite::Join; rows_behind.h's rules are tested
+// against a real tdstored, tests/e2e/writes_behind_test.cc).
 #include "client/core/src/writes_behind.h"
 
 #include <gtest/gtest.h>
@@ -145,6 +147,108 @@ TEST(WritesBehind, ItsEndRunsWhatIsQueued) {
   }
   ASSERT_EQ(done->size(), 20u);
   for (int i = 0; i < 20; ++i) EXPECT_EQ((*done)[i], i);
+}
+
+// A write that records its id, or each id it joined, when applied; it
+// joins the next write if that one is `joinable` too; the write with id
+// `fail` throws; `gate`, if set, is waited on first.
+class IdWrite final : public QueuedWrite {
+ public:
+  IdWrite(int id, bool joinable, std::vector<std::vector<int>>* applied,
+          std::shared_future<void> gate = {}, int fail = -1)
+      : ids_{id}, joinable_(joinable), applied_(applied), gate_(std::move(gate)), fail_(fail) {}
+  void Apply() override {
+    if (gate_.valid()) gate_.wait();
+    for (int id : ids_) {
+      if (id == fail_) throw Error(StatusCode::kUnavailable, "down");
+    }
+    applied_->push_back(ids_);
+  }
+  bool Join(QueuedWrite& next) override {
+    auto* other = dynamic_cast<IdWrite*>(&next);
+    if (!joinable_ || other == nullptr || !other->joinable_) return false;
+    ids_.insert(ids_.end(), other->ids_.begin(), other->ids_.end());
+    other->ids_.clear();
+    return true;
+  }
+
+ private:
+  std::vector<int> ids_;
+  const bool joinable_;
+  std::vector<std::vector<int>>* applied_;
+  std::shared_future<void> gate_;
+  const int fail_;
+};
+
+TEST(WritesBehind, WritesWaitingTogetherJoinInOrderUpToOneThatDoesNot) {
+  WritesBehind writes;
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  std::vector<std::vector<int>> applied;  // the writer thread's; read after Settle
+  // 0 joins nothing, so what waits behind it is all queued before the
+  // thread looks for writes to join (0 holds the gate).
+  ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(0, false, &applied, open), 1));
+  // Queued while 0 runs: 1-3 join, 4 does not, 5-6 join each other.
+  for (int id = 1; id <= 6; ++id) {
+    ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(id, id != 4, &applied), 1));
+  }
+  gate.set_value();
+  writes.Settle();
+  EXPECT_EQ(applied, (std::vector<std::vector<int>>{{0}, {1, 2, 3}, {4}, {5, 6}}));
+}
+
+TEST(WritesBehind, JoinedWritesLeaveTheWindowSoTheCallerQueuesOnWhileTheyRun) {
+  WritesBehind writes;
+  std::promise<void> first_gate, joined_gate;
+  std::shared_future<void> first = first_gate.get_future().share();
+  std::shared_future<void> joined = joined_gate.get_future().share();
+  std::vector<std::vector<int>> applied;
+  ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(0, false, &applied, first), 1));
+  // A full window behind the first: the first of them waits for
+  // `joined`, and takes the rest with it.
+  ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(1, true, &applied, joined), 1));
+  for (int id = 2; id < WritesBehind::kMaxWrites; ++id) {
+    ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(id, true, &applied), 1));
+  }
+  first_gate.set_value();
+  // The joined call is held by its gate; the window has room again, so
+  // these return without waiting for it (a deadlock otherwise: the gate
+  // opens only after them).
+  for (int id = WritesBehind::kMaxWrites; id < WritesBehind::kMaxWrites + 3; ++id) {
+    ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(id, false, &applied), 1));
+  }
+  joined_gate.set_value();
+  writes.Settle();
+  std::vector<int> all;
+  for (int id = 1; id < WritesBehind::kMaxWrites; ++id) all.push_back(id);
+  ASSERT_EQ(applied.size(), 5u);
+  EXPECT_EQ(applied[0], std::vector<int>{0});
+  EXPECT_EQ(applied[1], all);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(applied[2 + i], std::vector<int>{WritesBehind::kMaxWrites + i});
+}
+
+TEST(WritesBehind, AJoinedWriteThatFailsCountsTheWritesSentWithItAsDropped) {
+  WritesBehind writes;
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  std::vector<std::vector<int>> applied;
+  ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(0, false, &applied, open), 1));
+  // 1-3 join and fail (2 throws); 4 joins nothing and is not sent.
+  for (int id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(id, true, &applied, std::shared_future<void>(), 2), 1));
+  }
+  ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(4, false, &applied), 1));
+  gate.set_value();
+  const WriteBehindError e = SettleFailure(writes);
+  EXPECT_EQ(e.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(e.dropped(), 3);  // 2 and 3 went with 1 and failed; 4 was not sent
+  const std::string what = e.what();
+  EXPECT_NE(what.find("2 write(s) queued after it went in the same call and failed with it, "
+                      "and 1 write(s) queued after it were not sent"),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(applied, std::vector<std::vector<int>>{{0}});
+  writes.Settle();  // thrown once
 }
 
 }  // namespace

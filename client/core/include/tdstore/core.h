@@ -78,15 +78,16 @@ class Error : public std::runtime_error {
 
 // A write behind (Dict::write_counted_behind) that failed, thrown by its
 // client's next call, which did nothing else: code() is the write's own,
-// and the message says how many writes queued after it were dropped
-// unsent. A type of its own so that code that reads its own call's error
+// and the message says how many writes queued after it did not land
+// (sent with it in one call, or not sent). A type of its own so that code that reads its own call's error
 // (a NOT_FOUND taken for "absent", an INVALID_ARGUMENT retried on a fresh
 // schema) can tell it is not its call's, and let it through.
 class WriteBehindError : public Error {
  public:
   WriteBehindError(StatusCode code, const std::string& message, int64_t dropped)
       : Error(code, message), dropped_(dropped) {}
-  // Writes queued after the failed one, not sent.
+  // Writes queued after the failed one that did not land: those joined
+  // into its call, which failed with it, and those not sent.
   int64_t dropped() const { return dropped_; }
 
  private:
@@ -531,12 +532,17 @@ class Dict {
   //     them (so a process reads its own writes; Client::settle waits alone),
   //     but for the schema reads (describe, batch_size, keys, keys_under,
   //     contains), which they cannot change;
+  //   - writes waiting together into the same dict and counter, each one
+  //     1-D list of positions and no row in two of them, may go as one
+  //     call (at most 4 MiB): the same rows and count as in turn, landing
+  //     together;
   //   - the first that fails is thrown by the client's next call, once,
   //     as a WriteBehindError with the write's own code; the writes queued
-  //     after it are dropped unsent, and the error says how many. Limits
+  //     after it are dropped unsent, and the error says how many (and
+  //     counts those that went in its call, which failed with it). Limits
   //     only tdstored knows (its --max-indexed-bytes, its memory budget)
   //     refuse such a write then, not here;
-  //   - at most 8 writes and 16 MiB wait; a write behind waits for room;
+  //   - at most 32 writes and 16 MiB wait; a write behind waits for room;
   //   - a client destroyed with writes queued sends them first (a failure
   //     then goes to stderr); a process killed first loses them, as an
   //     in-memory buffer would lose its rows.
