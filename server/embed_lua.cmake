@@ -40,9 +40,9 @@ foreach(f ${files})
   # is queued and as EXEC runs it; write_at_once.lua and its helper were
   # 9.7 KB, two thirds of it comments. Every newline stays, so a Lua error
   # names the line it named before. Safe because no script
-  # has a string spanning lines ([[...]] or a trailing backslash); the
-  # check below keeps it so.
-  if(text MATCHES "\\[\\[" OR text MATCHES "\\\\\n")
+  # has a string or comment spanning lines ([[...]], [=[...]=], a trailing
+  # backslash); the check below keeps it so.
+  if(text MATCHES "\\[=*\\[" OR text MATCHES "\\\\\n")
     message(FATAL_ERROR "${f}: a string spanning lines; embed_lua.cmake strips comment lines")
   endif()
   string(PREPEND text "\n")

@@ -12,7 +12,10 @@
 #include <future>
 #include <thread>
 
+#include "client/core/src/rows_behind.h"
 #include "tdstore/client.h"
+#include "tdstore/core.h"
+#include "tests/e2e/leaf_values.h"
 #include "tests/e2e/expect_error.h"
 #include "tdstore/v1/tdstore.grpc.pb.h"
 #include "tests/e2e/e2e_env.h"
@@ -74,6 +77,66 @@ class E2eLimits : public ::testing::Test {
   static DaemonProcess* daemon_;
 };
 DaemonProcess* E2eLimits::daemon_ = nullptr;
+
+// Writes behind that join (client/core/src/rows_behind.h) can make a call
+// past a limit that none of them crosses alone: tdstored refuses it
+// having written nothing, and the writes go again one by one.
+TEST_F(E2eLimits, AJoinedWriteBehindPastALimitIsSentAgainAsItsWrites) {
+  ClientOptions options;
+  options.retry_for = std::chrono::milliseconds(0);
+  core::Client client(daemon_->address(), options);
+  static int runs = 0;  // its own dict each run, within --max-name-bytes
+  core::Dict dict = client.create("join" + std::to_string(runs++), {200},
+                                  {{"obs", DType::kFloat32, {2}}});
+  // Two writes of 60 rows: each within --max-index-length 100, not both.
+  auto rows = [](int64_t from, float value) {
+    std::vector<int64_t> positions;
+    std::vector<float> values;
+    for (int64_t i = 0; i < 60; ++i) {
+      positions.push_back(from + i);
+      values.push_back(value + float(i));
+      values.push_back(-value - float(i));
+    }
+    return std::make_pair(positions, values);
+  };
+  auto [a_pos, a_val] = rows(0, 1000.0f);
+  auto [b_pos, b_val] = rows(100, 2000.0f);
+  auto leaves = [](std::vector<float>& v) {
+    return std::vector<core::LeafData>{
+        {"obs", DType::kFloat32, {60, 2}, v.data(), static_cast<int64_t>(v.size() * 4)}};
+  };
+  const core::Index a_index{core::IndexTerm::Positions(a_pos, {60})};
+  const core::Index b_index{core::IndexTerm::Positions(b_pos, {60})};
+  // The premise: the joined call alone is refused.
+  std::vector<int64_t> both = a_pos;
+  both.insert(both.end(), b_pos.begin(), b_pos.end());
+  std::vector<float> both_val = a_val;
+  both_val.insert(both_val.end(), b_val.begin(), b_val.end());
+  core::WriteOptions joined_options;
+  const core::Index joined_index{core::IndexTerm::Positions(both, {120})};
+  joined_options.index = &joined_index;
+  EXPECT_EQ(ErrorOf([&] {
+              dict.write_counted({{"obs", DType::kFloat32, {120, 2}, both_val.data(),
+                                   static_cast<int64_t>(both_val.size() * 4)}},
+                                 joined_options, "rows", 120);
+            }).code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(dict.counter_get("rows"), 0);
+  core::RowsBehind first(dict, leaves(a_val), a_index, "rows", 60);
+  core::RowsBehind second(dict, leaves(b_val), b_index, "rows", 60);
+  ASSERT_TRUE(first.Join(second));
+  first.Apply();
+  std::vector<float> want(400, 0.0f);
+  for (int64_t i = 0; i < 60; ++i) {
+    for (int c = 0; c < 2; ++c) {
+      want[static_cast<size_t>((a_pos[i]) * 2 + c)] = a_val[static_cast<size_t>(i * 2 + c)];
+      want[static_cast<size_t>((b_pos[i]) * 2 + c)] = b_val[static_cast<size_t>(i * 2 + c)];
+    }
+  }
+  EXPECT_EQ(ReadLeafAs<float>(dict, "obs"), want);
+  EXPECT_EQ(dict.counter_get("rows"), 120);
+  dict.drop();
+}
 
 // Opens a WriteLeaves stream with a raw stub, sends part of a leaf, and
 // then does nothing — a client that hangs mid-write.

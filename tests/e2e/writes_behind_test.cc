@@ -8,8 +8,8 @@
 
 #include <cstdint>
 #include <limits>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -374,6 +374,26 @@ TEST(E2eWritesBehind, RowsOfAnotherCounterLeafSetOrIndexOrPastTheCapDoNotJoin) {
         core::Index{core::IndexTerm::Positions(positions, {half_rows})}, kRowsCounter, half_rows);
   };
   EXPECT_FALSE(big_write(first_half)->Join(*big_write(second_half)));
+  // Past kMaxJoinedPositions together, well under the byte cap.
+  const int64_t half_positions = core::RowsBehind::kMaxJoinedPositions / 2 + 1;
+  std::vector<float> narrow(static_cast<size_t>(half_positions * kBehindWidth), 0.0f);
+  auto many_rows = [&](int64_t from) {
+    std::vector<int64_t> positions(static_cast<size_t>(half_positions));
+    for (int64_t i = 0; i < half_positions; ++i) positions[i] = from + i;
+    return std::make_unique<core::RowsBehind>(
+        dict,
+        std::vector<core::LeafData>{{"obs", DType::kFloat32, {half_positions, kBehindWidth},
+                                     narrow.data(),
+                                     static_cast<int64_t>(narrow.size() * sizeof(float))}},
+        core::Index{core::IndexTerm::Positions(positions, {half_positions})}, kRowsCounter,
+        half_positions);
+  };
+  EXPECT_FALSE(many_rows(0)->Join(*many_rows(half_positions)));
+  // Adds whose sum would overflow: the call could not carry it.
+  const int64_t big_add = std::numeric_limits<int64_t>::max() / 2 + 1;
+  core::RowsBehind huge_add(dict, b.Leaves(), b.index, kRowsCounter, big_add);
+  EXPECT_FALSE(core::RowsBehind(dict, a.Leaves(), a.index, kRowsCounter, big_add)
+                   .Join(huge_add));
   // And what does join: the same counter, leaves and row shape, other rows.
   EXPECT_TRUE(chain()->Join(*std::make_unique<core::RowsBehind>(dict, b.Leaves(), b.index,
                                                                 kRowsCounter, 2)));

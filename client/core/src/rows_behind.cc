@@ -22,7 +22,11 @@ RowsBehind::RowsBehind(Dict dict, const std::vector<LeafData>& leaves, const Ind
   }
   part.index = index;
   part.add = add;
+  add_ = add;
   parts_.push_back(std::move(part));
+  if (const std::vector<int64_t>* p = PositionsOf(parts_[0])) {
+    positions_ = static_cast<int64_t>(p->size());
+  }
 }
 
 const std::vector<int64_t>* RowsBehind::PositionsOf(const Part& part) {
@@ -43,7 +47,10 @@ bool RowsBehind::Join(QueuedWrite& next) {
   const Part& part = other->parts_.front();
   const std::vector<int64_t>* mine = PositionsOf(first);
   const std::vector<int64_t>* theirs = PositionsOf(part);
-  if (mine == nullptr || theirs == nullptr || part.leaves.size() != first.leaves.size()) {
+  int64_t add = 0;
+  if (mine == nullptr || theirs == nullptr || part.leaves.size() != first.leaves.size() ||
+      positions_ + static_cast<int64_t>(theirs->size()) > kMaxJoinedPositions ||
+      __builtin_add_overflow(add_, part.add, &add)) {
     return false;
   }
   for (size_t i = 0; i < first.leaves.size(); ++i) {
@@ -61,6 +68,8 @@ bool RowsBehind::Join(QueuedWrite& next) {
   }
   taken_.insert(theirs->begin(), theirs->end());
   bytes_ += other->bytes_;
+  positions_ += static_cast<int64_t>(theirs->size());
+  add_ = add;
   parts_.push_back(std::move(other->parts_.front()));
   other->parts_.clear();
   return true;
@@ -76,11 +85,9 @@ void RowsBehind::Apply() {
   // One write: the parts' positions one after the other, and each leaf's
   // rows in the same order, all in one buffer.
   std::vector<int64_t> positions;
-  int64_t add = 0;
   for (const Part& part : parts_) {
     const std::vector<int64_t>& p = *PositionsOf(part);
     positions.insert(positions.end(), p.begin(), p.end());
-    add += part.add;
   }
   std::unique_ptr<char[]> bytes(new char[static_cast<size_t>(std::max<int64_t>(bytes_, 1))]);
   std::vector<LeafData> leaves = parts_[0].leaves;
@@ -100,7 +107,23 @@ void RowsBehind::Apply() {
   const int64_t rows = static_cast<int64_t>(positions.size());
   const Index index{IndexTerm::Positions(std::move(positions), {rows})};
   options.index = &index;
-  (void)dict_.write_counted(leaves, options, counter_, add);
+  try {
+    (void)dict_.write_counted(leaves, options, counter_, add_);
+    return;
+  } catch (const Error& e) {
+    // A limit the joined call crossed and no part alone would: tdstored
+    // refused it before writing anything. (A count refused after the rows
+    // were written is RESOURCE_EXHAUSTED too, when the dict has no room
+    // for a new counter; the parts then write the same rows again, still
+    // before this write returns, and the first of them fails the same way.)
+    if (e.code() != StatusCode::kResourceExhausted) throw;
+  }
+  bytes.reset();
+  for (const Part& part : parts_) {
+    WriteOptions one;
+    one.index = &part.index;
+    (void)dict_.write_counted(part.leaves, one, counter_, part.add);
+  }
 }
 
 }  // namespace tdstore::core

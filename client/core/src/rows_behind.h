@@ -12,10 +12,14 @@
 // ends where the two would leave it. Another process sees both land at
 // once, where it could have seen the first alone.
 //
-// Why the cap: tdstored refuses an indexed call past its
-// --max-indexed-bytes (256 MiB by default). A joined call stays far below
-// it, so a join never turns writes a daemon takes one by one into a call
-// it refuses, unless that daemon is set below 4 MiB.
+// A joined call can cross a limit of tdstored's that none of its writes
+// crosses alone (--max-indexed-bytes, --max-index-length, --max-call-bytes,
+// its memory budget): tdstored refuses it with RESOURCE_EXHAUSTED, having
+// written nothing, and Apply then sends the writes one by one. The caps
+// (kMaxJoinedBytes, kMaxJoinedPositions) keep that far from tdstored's
+// defaults (256 MiB, 16 Mi positions). A joined call holds one more copy
+// of its bytes while it is sent, at most kMaxJoinedBytes beyond the
+// window's 16 MiB.
 #ifndef TDSTORE_CLIENT_CORE_SRC_ROWS_BEHIND_H_
 #define TDSTORE_CLIENT_CORE_SRC_ROWS_BEHIND_H_
 
@@ -33,6 +37,7 @@ namespace tdstore::core {
 class RowsBehind final : public QueuedWrite {
  public:
   static constexpr int64_t kMaxJoinedBytes = 4 << 20;
+  static constexpr int64_t kMaxJoinedPositions = 64 << 10;
 
   // Copies the leaves' bytes and the index: the caller may change its
   // tensors once this returns. `dict` is the view the write goes through
@@ -41,7 +46,8 @@ class RowsBehind final : public QueuedWrite {
   RowsBehind(Dict dict, const std::vector<LeafData>& leaves, const Index& index,
              std::string counter, int64_t add);
 
-  // Dict::write_counted of every part, as one call.
+  // Dict::write_counted of every part, as one call; if tdstored refuses
+  // that call with RESOURCE_EXHAUSTED, of each part in turn.
   void Apply() override;
   bool Join(QueuedWrite& next) override;
 
@@ -64,8 +70,11 @@ class RowsBehind final : public QueuedWrite {
   std::string counter_;
   std::vector<Part> parts_;
   int64_t bytes_ = 0;
-  // Every position the parts select; filled at the first Join.
+  int64_t add_ = 0;  // the parts' adds, summed
+  // Every position the parts select (filled at the first Join), and how
+  // many they list, repeats too.
   std::unordered_set<int64_t> taken_;
+  int64_t positions_ = 0;
 };
 
 }  // namespace tdstore::core

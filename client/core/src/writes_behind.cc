@@ -107,7 +107,11 @@ void WritesBehind::Work() {
     // trainer's thread holds the other core) fills the window and then
     // waits for a call per write. The writes waiting go as one call.
     size_t joined = 1;
-    while (joined < waiting.size() && waiting[0]->Join(*waiting[joined])) ++joined;
+    try {
+      while (joined < waiting.size() && waiting[0]->Join(*waiting[joined])) ++joined;
+    } catch (...) {
+      // Out of memory in a join: what joined so far goes; the rest waits.
+    }
     if (joined > 1) {
       // The joined writes are the first one's now: they leave the window
       // (their bytes stay counted in the first's until it is applied), so
@@ -144,7 +148,8 @@ void WritesBehind::Work() {
       // of the failure knows every later write needs making again.
       const int64_t sent_with_it = static_cast<int64_t>(joined) - 1;
       const int64_t dropped = static_cast<int64_t>(queue_.size()) + sent_with_it;
-      std::string what = why + " (a write that had returned before tdstored applied it, written behind; ";
+      std::string what =
+          why + " (a write that had returned before tdstored applied it, written behind; ";
       if (sent_with_it > 0) {
         what += std::to_string(sent_with_it) +
                 " write(s) queued after it went in the same call and failed with it, and ";

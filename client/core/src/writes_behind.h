@@ -15,9 +15,9 @@
 //     as a WriteBehindError (core.h). The writes queued after it are not
 //     sent; the error says how many.
 //   - At most kMaxWrites writes and kMaxBytes bytes wait at once (a joined
-//     write counts once); queuing past that waits for room. A client destroyed with writes queued sends
-//     them first; a failure then, with no call left to throw it, is written
-//     to stderr.
+//     write counts once); queuing past that waits for room. A client
+//     destroyed with writes queued sends them first; a failure then, with
+//     no call left to throw it, is written to stderr.
 //   - In a forked child the parent's queue is not the child's: there
 //     Enqueue refuses (the caller writes synchronously) and Settle returns.
 //   - Writes queued one after another may go as one call (QueuedWrite::
@@ -100,11 +100,11 @@ class WritesBehind {
   // any it joined (their bytes added to its own); the thread pops it when
   // done. Guarded by mu_; only the thread removes entries.
   std::deque<Queued> queue_;
-  int64_t queued_bytes_ = 0;  // guarded by mu_
-  bool writing_ = false;      // the thread runs a write; guarded by mu_
-  bool stop_ = false;     // guarded by mu_
+  int64_t queued_bytes_ = 0;                 // guarded by mu_
+  bool writing_ = false;                     // the thread runs a write; guarded by mu_
+  bool stop_ = false;                        // guarded by mu_
   std::optional<WriteBehindError> failure_;  // guarded by mu_
-  std::thread thread_;  // started by the first Enqueue; guarded by mu_
+  std::thread thread_;                       // started by the first Enqueue; guarded by mu_
 };
 
 }  // namespace tdstore::core

@@ -143,8 +143,8 @@ class WriteBehindError(Error):
     """A write that had returned before tdstored applied it (a torchrl extend
     written behind, docs/python.md, *Writes behind*) failed; raised by the
     client's next call, which did nothing else. ``.code``/``.code_name``
-    are the write's own; ``.dropped``: writes queued after it that did not
-    land (sent in its call, which failed with it, or not sent).
+    are the write's own; ``.dropped``: writes queued after it that failed
+    with it (sent in its call) or were not sent.
 
     Deliberately none of the builtins the other classes are: code that
     takes its own call's ``KeyError`` for "absent" or retries its own

@@ -224,7 +224,9 @@ TEST(WritesBehind, JoinedWritesLeaveTheWindowSoTheCallerQueuesOnWhileTheyRun) {
   ASSERT_EQ(applied.size(), 5u);
   EXPECT_EQ(applied[0], std::vector<int>{0});
   EXPECT_EQ(applied[1], all);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(applied[2 + i], std::vector<int>{WritesBehind::kMaxWrites + i});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(applied[2 + i], std::vector<int>{WritesBehind::kMaxWrites + i});
+  }
 }
 
 TEST(WritesBehind, AJoinedWriteThatFailsCountsTheWritesSentWithItAsDropped) {
@@ -235,7 +237,8 @@ TEST(WritesBehind, AJoinedWriteThatFailsCountsTheWritesSentWithItAsDropped) {
   ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(0, false, &applied, open), 1));
   // 1-3 join and fail (2 throws); 4 joins nothing and is not sent.
   for (int id = 1; id <= 3; ++id) {
-    ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(id, true, &applied, std::shared_future<void>(), 2), 1));
+    ASSERT_TRUE(writes.Enqueue(
+        std::make_unique<IdWrite>(id, true, &applied, std::shared_future<void>(), 2), 1));
   }
   ASSERT_TRUE(writes.Enqueue(std::make_unique<IdWrite>(4, false, &applied), 1));
   gate.set_value();

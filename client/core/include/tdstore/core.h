@@ -78,16 +78,18 @@ class Error : public std::runtime_error {
 
 // A write behind (Dict::write_counted_behind) that failed, thrown by its
 // client's next call, which did nothing else: code() is the write's own,
-// and the message says how many writes queued after it did not land
-// (sent with it in one call, or not sent). A type of its own so that code that reads its own call's error
-// (a NOT_FOUND taken for "absent", an INVALID_ARGUMENT retried on a fresh
-// schema) can tell it is not its call's, and let it through.
+// and the message says how many writes queued after it failed with it
+// (sent in its call) or were not sent. A type of its own so that code
+// that reads its own call's error (a NOT_FOUND taken for "absent", an
+// INVALID_ARGUMENT retried on a fresh schema) can tell it is not its
+// call's, and let it through.
 class WriteBehindError : public Error {
  public:
   WriteBehindError(StatusCode code, const std::string& message, int64_t dropped)
       : Error(code, message), dropped_(dropped) {}
-  // Writes queued after the failed one that did not land: those joined
-  // into its call, which failed with it, and those not sent.
+  // Writes queued after the failed one that failed with it (joined into
+  // its call: not written, or written and not counted, as the message
+  // says) or were not sent.
   int64_t dropped() const { return dropped_; }
 
  private:
@@ -541,7 +543,8 @@ class Dict {
   //     after it are dropped unsent, and the error says how many (and
   //     counts those that went in its call, which failed with it). Limits
   //     only tdstored knows (its --max-indexed-bytes, its memory budget)
-  //     refuse such a write then, not here;
+  //     refuse such a write then, not here (a joined call they refuse is
+  //     sent again as its writes, one by one);
   //   - at most 32 writes and 16 MiB wait; a write behind waits for room;
   //   - a client destroyed with writes queued sends them first (a failure
   //     then goes to stderr); a process killed first loses them, as an
