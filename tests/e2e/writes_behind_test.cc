@@ -76,6 +76,28 @@ void Apply(const RowsWrite& w, std::vector<float>* model) {
   }
 }
 
+// Writes `writes` behind, each counting 1 row, while the shared Redis
+// refuses writes, and says whether every one went behind. Why pause: the
+// first cannot end, nor a later one fail, before all are queued, whatever
+// the timing. Unpaused however this ends: a Redis left paused would stall
+// the tests after this one.
+bool QueuedWhileRedisIsPaused(const core::Dict& dict, std::vector<const RowsWrite*> writes) {
+  struct Paused {
+    std::vector<int> ports = SharedRedisPorts();
+    Paused() {
+      for (int port : ports) raw_redis::Command(port, {}, {"CLIENT", "PAUSE", "20000", "WRITE"});
+    }
+    ~Paused() {
+      for (int port : ports) raw_redis::Command(port, {}, {"CLIENT", "UNPAUSE"});
+    }
+  } paused;
+  bool all_behind = true;
+  for (const RowsWrite* w : writes) {
+    all_behind &= !dict.write_counted_behind(w->Leaves(), w->index, kRowsCounter, 1).has_value();
+  }
+  return all_behind;
+}
+
 TEST(E2eWritesBehind, LandInOrderAndTheWritingClientReadsItsOwn) {
   core::Client client(DaemonAddress());
   core::Dict dict = MakeBehindDict(client);
@@ -177,28 +199,9 @@ TEST(E2eWritesBehind, AFailureIsThrownByTheNextCallOnceAndWhatFollowedItIsDroppe
   RowsWrite b = MakeRowsWrite({2, 3}, 20.0f);
   RowsWrite c = MakeRowWrite(4, 30.0f);
   RowsWrite d = MakeRowsWrite({6, 7}, 40.0f);
-  // Why pause Redis' writes: so that the first write cannot end, nor the
-  // second fail, before all four are queued; then the two after the
-  // failure are dropped, whatever the timing.
-  bool all_behind = true;
-  {
-    // Unpaused however this scope ends: a Redis left paused would stall
-    // the tests after this one.
-    struct Paused {
-      std::vector<int> ports = SharedRedisPorts();
-      Paused() {
-        for (int port : ports) raw_redis::Command(port, {}, {"CLIENT", "PAUSE", "20000", "WRITE"});
-      }
-      ~Paused() {
-        for (int port : ports) raw_redis::Command(port, {}, {"CLIENT", "UNPAUSE"});
-      }
-    } paused;
-    for (const RowsWrite* w : {&a, &b, &c, &d}) {
-      all_behind &=
-          !dict.write_counted_behind(w->Leaves(), w->index, kRowsCounter, 1).has_value();
-    }
-  }
-  ASSERT_TRUE(all_behind);
+  // Queued while Redis is paused: the two after the failure are dropped,
+  // whatever the timing.
+  ASSERT_TRUE(QueuedWhileRedisIsPaused(dict, {&a, &b, &c, &d}));
   try {
     dict.counter_get(kRowsCounter);
     FAIL() << "the failed write behind was not thrown";
@@ -235,23 +238,7 @@ TEST(E2eWritesBehind, WritesJoinedIntoAFailedCallAreCountedAsDroppedAndNamed) {
   RowsWrite b = MakeRowsWrite({2, 3}, 20.0f);
   RowsWrite c = MakeRowsWrite({4, 5}, 30.0f);
   RowsWrite d = MakeRowsWrite({6, 7}, 40.0f);
-  bool all_behind = true;
-  {
-    struct Paused {
-      std::vector<int> ports = SharedRedisPorts();
-      Paused() {
-        for (int port : ports) raw_redis::Command(port, {}, {"CLIENT", "PAUSE", "20000", "WRITE"});
-      }
-      ~Paused() {
-        for (int port : ports) raw_redis::Command(port, {}, {"CLIENT", "UNPAUSE"});
-      }
-    } paused;
-    for (const RowsWrite* w : {&a, &b, &c, &d}) {
-      all_behind &=
-          !dict.write_counted_behind(w->Leaves(), w->index, kRowsCounter, 1).has_value();
-    }
-  }
-  ASSERT_TRUE(all_behind);
+  ASSERT_TRUE(QueuedWhileRedisIsPaused(dict, {&a, &b, &c, &d}));
   try {
     client.settle();
     FAIL() << "the failed write behind was not thrown";
