@@ -413,21 +413,37 @@ absl::StatusOr<ResolvedIndex> ResolveIndex(const IndexSpec& index, const Shape& 
 // ---------------------------------------------------------------------------
 // Runs
 
-std::vector<ByteRun> PlanRuns(const ResolvedIndex& resolved, int64_t cell_bytes) {
+std::vector<ByteRun> PlanRuns(const ResolvedIndex& resolved, int64_t cell_bytes,
+                              const std::vector<int64_t>* order) {
   std::vector<ByteRun> runs;
   if (cell_bytes <= 0) return runs;
-  int64_t result_offset = 0;
-  for (int64_t cell : resolved.cells) {
-    const int64_t leaf_offset = cell * cell_bytes;
-    // Result offsets always follow on, so only the leaf side can break a run.
-    if (!runs.empty() && runs.back().leaf_offset + runs.back().length == leaf_offset) {
+  const size_t n = resolved.cells.size();
+  runs.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t result_cell = order != nullptr ? (*order)[i] : static_cast<int64_t>(i);
+    const int64_t leaf_offset = resolved.cells[static_cast<size_t>(result_cell)] * cell_bytes;
+    const int64_t result_offset = result_cell * cell_bytes;
+    if (!runs.empty() && runs.back().leaf_offset + runs.back().length == leaf_offset &&
+        runs.back().result_offset + runs.back().length == result_offset) {
       runs.back().length += cell_bytes;
     } else {
       runs.push_back({leaf_offset, cell_bytes, result_offset});
     }
-    result_offset += cell_bytes;
   }
   return runs;
+}
+
+std::vector<int64_t> AscendingCells(const ResolvedIndex& resolved) {
+  const std::vector<int64_t>& cells = resolved.cells;
+  if (std::is_sorted(cells.begin(), cells.end())) return {};
+  // Sorted as (cell, result cell) pairs: by value, no comparator looking
+  // both up, and ties fall in result order.
+  std::vector<std::pair<int64_t, int64_t>> keyed(cells.size());
+  for (size_t i = 0; i < cells.size(); ++i) keyed[i] = {cells[i], static_cast<int64_t>(i)};
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<int64_t> order(cells.size());
+  for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
+  return order;
 }
 
 std::vector<PartRun> SplitRuns(const std::vector<ByteRun>& runs, const BlockLayout& layout) {

@@ -99,7 +99,18 @@ struct ByteRun {
 // of `resolved` in a leaf whose cells are `cell_bytes` long (the product of
 // the leaf's non-batch dims times the dtype size). Consecutive cells that are
 // adjacent in the leaf merge into one run. Empty when cell_bytes is 0.
-std::vector<ByteRun> PlanRuns(const ResolvedIndex& resolved, int64_t cell_bytes);
+//
+// With `order` (a permutation of the result's cells, as AscendingCells
+// gives), the runs come in that order instead: cell order[0] first. Cells
+// merge only where both their leaf and their result bytes follow on.
+std::vector<ByteRun> PlanRuns(const ResolvedIndex& resolved, int64_t cell_bytes,
+                              const std::vector<int64_t>* order = nullptr);
+
+// The result's cells ordered by the batch cell they select (ties in result
+// order), or an empty vector when they already are: a read's runs planned
+// in this order come in leaf order, so its plan merges stretches instead
+// of sorting every run of every leaf (indexed_blocks.cc, KeyOffsetOrder).
+std::vector<int64_t> AscendingCells(const ResolvedIndex& resolved);
 
 // A run split so it lies inside one part of one block.
 struct PartRun {

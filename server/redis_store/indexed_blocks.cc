@@ -30,10 +30,9 @@ absl::Status StaleBlock(std::string_view key) {
   return StaleError(StrCat("block ", key, " (its leaf was replaced or deleted)"));
 }
 
-absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(const DictStore& store,
-                                                          const DictSchema& schema,
-                                                          const plan::ResolvedIndex& index,
-                                                          const std::vector<const Leaf*>& leaves) {
+absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(
+    const DictStore& store, const DictSchema& schema, const plan::ResolvedIndex& index,
+    const std::vector<const Leaf*>& leaves, const std::vector<int64_t>* order) {
   std::map<int64_t, BlockWork> blocks;
   for (size_t i = 0; i < leaves.size(); ++i) {
     const LeafRecord& record = leaves[i]->record;
@@ -46,7 +45,7 @@ absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(const DictStore& store
     int64_t work_block = 0;
     int key = 0;
     int64_t key_part = 0;
-    for (const plan::PartRun& r : plan::SplitRuns(plan::PlanRuns(index, CellBytes(schema, record)), *layout)) {
+    for (const plan::PartRun& r : plan::SplitRuns(plan::PlanRuns(index, CellBytes(schema, record), order), *layout)) {
       if (work == nullptr || r.block != work_block) {
         work = &blocks[r.block];
         work_block = r.block;

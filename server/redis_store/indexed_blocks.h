@@ -42,7 +42,7 @@ absl::Status StaleBlock(std::string_view key);
 
 // Everything one storage block contributes to a call: the part keys it
 // touches (numbered from 1, as the scripts want) and the runs, grouped by
-// leaf, each leaf's runs in result order.
+// leaf, each leaf's runs in result order (or in GroupByBlock's `order`).
 struct BlockWork {
   struct Run {
     size_t leaf = 0;
@@ -58,10 +58,11 @@ struct BlockWork {
   std::vector<Run> runs;
 };
 
-absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(const DictStore& store,
-                                                          const DictSchema& schema,
-                                                          const plan::ResolvedIndex& index,
-                                                          const std::vector<const Leaf*>& leaves);
+// The runs of `leaves` at `index`, by block. With `order` (plan::AscendingCells,
+// for a read), each leaf's runs come in that order rather than result order.
+absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(
+    const DictStore& store, const DictSchema& schema, const plan::ResolvedIndex& index,
+    const std::vector<const Leaf*>& leaves, const std::vector<int64_t>* order = nullptr);
 
 // The indices of `runs` in (key, offset) order, runs that tie in index
 // order (a stable sort): the order a read fetches a block's runs in, and a

@@ -33,7 +33,8 @@ namespace {
 // the runs' bytes, or if what it moves beyond that is at most kRunCostBytes
 // per run and fits what is left of the read's allowance (CoverAllowance),
 // which bounds the memory a read can hold beyond kCoverFactor times its
-// selection.
+// selection. The same price joins runs of a key that is not covered: one
+// less than kRunCostBytes past the fetch before it is read with it.
 constexpr int64_t kRunCostBytes = 2048;
 constexpr int64_t kMaxCoverExtraBytes = 8 << 20;
 
@@ -46,8 +47,10 @@ struct Fetch {
 // The fetches of one block's runs; `fetch_of[i]` is the fetch run i is cut
 // from. `*allowance` is what the read may still move beyond kCoverFactor
 // times its selection; covering ranges take from it. Runs of a key that is
-// not covered are fetched as they lie: runs that touch or overlap are one
-// fetch (a record dict's row: every leaf's run of it, one GETRANGE).
+// not covered are fetched as they lie, except that runs that touch or
+// overlap are one fetch (a record dict's row: every leaf's run of it, one
+// GETRANGE), and so are runs less than kRunCostBytes apart while the
+// allowance lasts.
 std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch_of,
                                int64_t* allowance) {
   // The runs in key and offset order: each key's runs are then one stretch,
@@ -102,8 +105,16 @@ std::vector<Fetch> PlanFetches(const BlockWork& work, std::vector<size_t>* fetch
       (*fetch_of)[i] = covering;
       continue;
     }
+    // A run less than kRunCostBytes past the fetch before it (of its key)
+    // joins that fetch, the gap read and dropped: a call saved is worth
+    // the bytes (a 256-row sample of 5,000 rows of 276 bytes: 166 fetches
+    // instead of 237). The gap comes out of the allowance.
     Fetch* last = fetches.empty() ? nullptr : &fetches.back();
-    if (last != nullptr && last->key == r.key && r.offset_in_part <= last->offset + last->length) {
+    const int64_t gap = last == nullptr ? 0 : r.offset_in_part - (last->offset + last->length);
+    const bool joins = last != nullptr && last->key == r.key &&
+                       (gap <= 0 || (gap <= kRunCostBytes && gap <= *allowance));
+    if (joins) {
+      if (gap > 0) *allowance -= gap;
       last->length = std::max(last->length, r.offset_in_part + r.length - last->offset);
     } else {
       fetches.push_back({r.key, r.offset_in_part, r.length});
@@ -141,7 +152,11 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
   for (size_t i = 0; i < leaves.size(); ++i) {
     out[i].resize(static_cast<size_t>(cells * CellBytes(schema, leaves[i]->record)));
   }
-  auto blocks = GroupByBlock(store, schema, index, leaves);
+  // Each leaf's runs in leaf order: PlanFetches then merges a stretch per
+  // leaf instead of sorting all their runs (a 256-row sample of a record
+  // dict of three leaves: 256 cells sorted once, not 768 runs).
+  const std::vector<int64_t> ascending = plan::AscendingCells(index);
+  auto blocks = GroupByBlock(store, schema, index, leaves, ascending.empty() ? nullptr : &ascending);
   if (!blocks.ok()) return blocks.status();
   // What IndexedReadMemory leased for covering ranges beyond kCoverFactor.
   int64_t allowance = CoverAllowance(cells * static_cast<int64_t>(leaves.size()));

@@ -97,6 +97,24 @@ std::set<std::string> BlockKeysOf(const std::string& id) {
   return out;
 }
 
+// GETRANGE calls Redis served, summed over every node of a cluster.
+int64_t GetrangeCalls() {
+  std::vector<std::string> infos;
+  if (RedisClusterProcess* cluster = SharedRedis().cluster()) {
+    for (int i = 0; i < cluster->node_count(); ++i) {
+      infos.push_back(cluster->CommandOnNode(i, {"INFO", "commandstats"}).at(0));
+    }
+  } else {
+    infos.push_back(SharedRedis().Command({"INFO", "commandstats"}).at(0));
+  }
+  int64_t calls = 0;
+  for (const std::string& info : infos) {
+    const size_t at = info.find("cmdstat_getrange:calls=");
+    if (at != std::string::npos) calls += std::stoll(info.substr(at + 23));
+  }
+  return calls;
+}
+
 TEST(E2eRecordLayout, RowsFollowAPerLeafDictOnRandomIndexedReadsAndWrites) {
   Client client(DaemonAddress());
   const int64_t n = 45;
@@ -281,31 +299,58 @@ TEST(E2eRecordLayout, ASampleCostsAtMostOneGetrangePerRow) {
   std::set<int64_t> unique;
   while (unique.size() < 64) unique.insert(std::uniform_int_distribution<int64_t>(0, n - 1)(rng));
   const std::vector<int64_t> rows(unique.begin(), unique.end());
-  // GETRANGE calls Redis served, summed over every node of a cluster.
-  auto getranges = [] {
-    std::vector<std::string> infos;
-    if (RedisClusterProcess* cluster = SharedRedis().cluster()) {
-      for (int i = 0; i < cluster->node_count(); ++i) {
-        infos.push_back(cluster->CommandOnNode(i, {"INFO", "commandstats"}).at(0));
-      }
-    } else {
-      infos.push_back(SharedRedis().Command({"INFO", "commandstats"}).at(0));
-    }
-    int64_t calls = 0;
-    for (const std::string& info : infos) {
-      const size_t at = info.find("cmdstat_getrange:calls=");
-      if (at != std::string::npos) calls += std::stoll(info.substr(at + 23));
-    }
-    return calls;
-  };
   dict.index(Index(rows));  // the schema cached
-  const int64_t before = getranges();
+  const int64_t before = GetrangeCalls();
   LocalDict sample = dict.index(Index(rows));
   EXPECT_EQ(sample.leaves.size(), kSchema.size());
-  const int64_t calls = getranges() - before;
+  const int64_t calls = GetrangeCalls() - before;
   EXPECT_GT(calls, 0);  // counted where the reads ran
   EXPECT_LE(calls, static_cast<int64_t>(rows.size()));
   dict.core().drop();
+}
+
+// Rows less than 2 KiB apart (indexed_io.cc, kRunCostBytes) come in one
+// GETRANGE, the bytes between them read and dropped, where a sample's rows
+// spread too wide for one range covering them all; and sampled rows read
+// as a per-leaf dict's, at random gaps in random order with repeats.
+TEST(E2eRecordLayout, RowsLessThan2KiBApartShareAGetrangeAndReadAsAPerLeafDicts) {
+  Client client(DaemonAddress());
+  const int64_t n = 20000;
+  Dict record = client.create(UniqueDictName(), {n}, kSchema, RecordOptions(0));
+  Dict leaves = client.create(UniqueDictName(), {n}, kSchema);
+  const std::map<Key, at::Tensor> values = RandomRows(n, 21);
+  record.set_index(Index(Slice()), values);
+  leaves.set_index(Index(Slice()), values);
+
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 12; ++trial) {
+    // Gaps of 0 to 60 rows: rows of 61 bytes are up to 3.7 KB apart.
+    std::vector<int64_t> positions;
+    int64_t at = std::uniform_int_distribution<int64_t>(0, 99)(rng);
+    while (at < n && positions.size() < 300) {
+      positions.push_back(at);
+      at += 1 + std::uniform_int_distribution<int64_t>(0, 60)(rng);
+    }
+    positions.push_back(positions[positions.size() / 2]);  // a repeat
+    std::shuffle(positions.begin(), positions.end(), rng);
+    ExpectSameLeaves(leaves.index(Index(positions)), record.index(Index(positions)),
+                     "trial " + std::to_string(trial));
+  }
+
+  // 32 pairs of rows 3 apart, the pairs 400 rows apart: one GETRANGE a
+  // pair (a call a row before: 64).
+  std::vector<int64_t> pairs;
+  for (int64_t p = 0; p < 32; ++p) {
+    pairs.push_back(400 * p + 7);
+    pairs.push_back(400 * p + 10);
+  }
+  record.index(Index(pairs));  // the schema cached
+  const int64_t before = GetrangeCalls();
+  const LocalDict sampled = record.index(Index(pairs));
+  EXPECT_EQ(GetrangeCalls() - before, 32);
+  ExpectSameLeaves(leaves.index(Index(pairs)), sampled, "pairs");
+  record.core().drop();
+  leaves.core().drop();
 }
 
 }  // namespace

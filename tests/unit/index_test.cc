@@ -347,6 +347,52 @@ TEST(PlanRunsTest, CoalescesCellsAdjacentInTheLeaf) {
   EXPECT_EQ(PlanRuns(rows, 8), (std::vector<ByteRun>{{48, 120, 0}}));
 }
 
+// In AscendingCells' order, the runs come in leaf order; cells merge only
+// where the leaf and the result bytes both follow on; together the runs
+// still put every cell where PlanRuns in result order puts it.
+TEST(PlanRunsTest, InAscendingOrderRunsComeInLeafOrderAndLandWhereResultOrderPutsThem) {
+  ResolvedIndex r;
+  r.cells = {5, 6, 0, 1, 3, 3, 2};
+  const std::vector<int64_t> order = AscendingCells(r);
+  EXPECT_EQ(order, (std::vector<int64_t>{2, 3, 6, 4, 5, 0, 1}));  // ties in result order
+  // Cells 0 and 1 merge; the two 3s cannot (the leaf goes back).
+  EXPECT_EQ(PlanRuns(r, 4, &order),
+            (std::vector<ByteRun>{{0, 8, 8}, {8, 4, 24}, {12, 4, 16}, {12, 4, 20}, {20, 8, 0}}));
+  // Already ascending: no order needed.
+  ResolvedIndex sorted;
+  sorted.cells = {0, 0, 4, 9};
+  EXPECT_TRUE(AscendingCells(sorted).empty());
+  EXPECT_TRUE(AscendingCells(ResolvedIndex{}).empty());
+
+  // Random indices: every result byte comes from the cell result order
+  // names, and the runs' leaf offsets never go back.
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 200; ++trial) {
+    ResolvedIndex random;
+    const int64_t cells = std::uniform_int_distribution<int64_t>(1, 40)(rng);
+    for (int64_t i = 0; i < cells; ++i) {
+      random.cells.push_back(std::uniform_int_distribution<int64_t>(0, 30)(rng));
+    }
+    const int64_t cell_bytes = std::uniform_int_distribution<int64_t>(1, 5)(rng);
+    const std::vector<int64_t> asc = AscendingCells(random);
+    const std::vector<ByteRun> runs = PlanRuns(random, cell_bytes, asc.empty() ? nullptr : &asc);
+    std::vector<int64_t> source(static_cast<size_t>(cells * cell_bytes), -1);
+    int64_t last = -1;
+    for (const ByteRun& run : runs) {
+      EXPECT_GE(run.leaf_offset, last);
+      last = run.leaf_offset;
+      for (int64_t b = 0; b < run.length; ++b) {
+        source[static_cast<size_t>(run.result_offset + b)] = run.leaf_offset + b;
+      }
+    }
+    for (int64_t i = 0; i < cells * cell_bytes; ++i) {
+      EXPECT_EQ(source[static_cast<size_t>(i)],
+                random.cells[static_cast<size_t>(i / cell_bytes)] * cell_bytes + i % cell_bytes)
+          << "trial " << trial << " byte " << i;
+    }
+  }
+}
+
 TEST(SplitRunsTest, SplitsAtPartsAndBlocks) {
   // Rows of 3 * 2 = 6 bytes, 4 rows (24 bytes) a block, parts of 10, 10, 4.
   absl::StatusOr<BlockLayout> layout = BlockLayout::Make({10}, {10, 3}, 2, 4, 10);
