@@ -58,14 +58,23 @@ int64_t BulkWireBytes(int64_t len) {
 absl::StatusOr<RawRedisUrl> ParseRawRedisUrl(const std::string& url) {
   RawRedisUrl out;
   std::string_view rest = url;
+  if (rest.rfind("unix://", 0) == 0) {  // a standalone Redis' socket, database 0
+    rest.remove_prefix(7);
+    if (rest.empty() || rest.find('?') != std::string_view::npos) {
+      return absl::InvalidArgumentError("expected unix:///path/redis.sock, got '" + url + "'");
+    }
+    out.seeds.emplace_back(std::string(rest), 0);
+    return out;
+  }
   if (rest.rfind("redis://", 0) == 0) {
     rest.remove_prefix(8);
   } else if (rest.rfind("redis-cluster://", 0) == 0) {
     rest.remove_prefix(16);
     out.cluster = true;
   } else {
-    return absl::InvalidArgumentError("expected redis://host:port or redis-cluster://host:port,..., got '" +
-                                      url + "'");
+    return absl::InvalidArgumentError(
+        "expected redis://host:port, unix:///path or redis-cluster://host:port,..., got '" + url +
+        "'");
   }
   if (size_t at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view cred = rest.substr(0, at);
@@ -103,7 +112,7 @@ absl::StatusOr<RawRedisUrl> ParseRawRedisUrl(const std::string& url) {
 
 absl::StatusOr<redisContext*> RawRedis::Open(const std::string& host, int port,
                                              const RawRedisUrl& url) {
-  redisContext* ctx = redisConnect(host.c_str(), port);
+  redisContext* ctx = port == 0 ? redisConnectUnix(host.c_str()) : redisConnect(host.c_str(), port);
   if (ctx == nullptr) return absl::UnavailableError("cannot allocate a hiredis context");
   if (ctx->err != 0) {
     std::string err = ctx->errstr;

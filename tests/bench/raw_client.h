@@ -36,7 +36,8 @@ using RawReply = std::unique_ptr<redisReply, ReplyDeleter>;
 // unix sockets and TLS are not supported here).
 struct RawRedisUrl {
   bool cluster = false;
-  std::vector<std::pair<std::string, int>> seeds;  // host, port
+  // host, port; for unix:///path/redis.sock the one seed is (path, 0).
+  std::vector<std::pair<std::string, int>> seeds;
   std::string user, password;
 };
 absl::StatusOr<RawRedisUrl> ParseRawRedisUrl(const std::string& url);

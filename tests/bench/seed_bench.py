@@ -159,6 +159,8 @@ def seed_store(env, batch_size, prefix):
 
         client = RedisCluster(host="127.0.0.1", port=env.redis_port)
         return SeedStore(client=client, batch_size=batch_size, prefix=prefix)
+    if env.redis_socket:  # --redis-unix: the seed reaches Redis as tdstored does
+        return SeedStore(unix_socket_path=env.redis_socket, batch_size=batch_size, prefix=prefix)
     return SeedStore(host="127.0.0.1", port=env.redis_port, batch_size=batch_size, prefix=prefix)
 
 
@@ -591,6 +593,8 @@ def main():
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--markdown", help="write the table here")
     ap.add_argument("--unix", action="store_true", help="clients -> tdstored over its unix socket")
+    ap.add_argument("--redis-unix", action="store_true",
+                    help="tdstored and the seed -> Redis over its unix socket, not loopback TCP")
     ap.add_argument("--cluster", action="store_true",
                     help="a 3-master (+3 replica) loopback Redis Cluster instead of one redis-server")
     ap.add_argument("--profile", action="store_true",
