@@ -154,9 +154,12 @@ absl::StatusOr<std::vector<std::string>> ReadIndexed(const DictStore& store,
   }
   // Each leaf's runs in leaf order: PlanFetches then merges a stretch per
   // leaf instead of sorting all their runs (a 256-row sample of a record
-  // dict of three leaves: 256 cells sorted once, not 768 runs).
-  const std::vector<int64_t> ascending = plan::AscendingCells(index);
-  auto blocks = GroupByBlock(store, schema, index, leaves, ascending.empty() ? nullptr : &ascending);
+  // dict of three leaves: 256 cells sorted once, not 768 runs). The order
+  // (8 bytes a cell) is held only while GroupByBlock runs.
+  auto blocks = [&] {
+    const std::vector<int64_t> ascending = plan::AscendingCells(index);
+    return GroupByBlock(store, schema, index, leaves, ascending.empty() ? nullptr : &ascending);
+  }();
   if (!blocks.ok()) return blocks.status();
   // What IndexedReadMemory leased for covering ranges beyond kCoverFactor.
   int64_t allowance = CoverAllowance(cells * static_cast<int64_t>(leaves.size()));

@@ -151,7 +151,8 @@ class Env:
         self.unix_addr = ""
         self.redis_url = ""
         # With --redis-unix, redis-server also listens on this unix socket,
-        # and tdstored and the seed use it instead of loopback TCP.
+        # and tdstored uses it instead of loopback TCP (so do seed_bench's
+        # seed and its raw ideal; replay_bench has no --redis-unix).
         self.redis_socket = (os.path.join(self.dir, "redis.sock")
                              if getattr(args, "redis_unix", False) else "")
         self.nodes = []  # redis-py clients of every Redis node (settle() visits each)
