@@ -418,7 +418,6 @@ std::vector<ByteRun> PlanRuns(const ResolvedIndex& resolved, int64_t cell_bytes,
   std::vector<ByteRun> runs;
   if (cell_bytes <= 0) return runs;
   const size_t n = resolved.cells.size();
-  runs.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const int64_t result_cell = order != nullptr ? (*order)[i] : static_cast<int64_t>(i);
     const int64_t leaf_offset = resolved.cells[static_cast<size_t>(result_cell)] * cell_bytes;

@@ -45,7 +45,9 @@ absl::StatusOr<std::map<int64_t, BlockWork>> GroupByBlock(
     int64_t work_block = 0;
     int key = 0;
     int64_t key_part = 0;
-    for (const plan::PartRun& r : plan::SplitRuns(plan::PlanRuns(index, CellBytes(schema, record), order), *layout)) {
+    const std::vector<plan::PartRun> part_runs =
+        plan::SplitRuns(plan::PlanRuns(index, CellBytes(schema, record), order), *layout);
+    for (const plan::PartRun& r : part_runs) {
       if (work == nullptr || r.block != work_block) {
         work = &blocks[r.block];
         work_block = r.block;
