@@ -36,7 +36,7 @@ apart, after the others (its calls leave work behind them that the next
 storage in the turns would pay for). Then each storage is sampled back
 to back ("sample, back to back"), as torchrl's own benchmark times each
 storage in a test of its own: there the in-memory storage keeps its
-caches warm between samples (0.07 against 0.25 ms in turns, 2026-12-06),
+caches warm between samples (0.13 against 0.32 ms in turns, 2026-12-06),
 so that ratio is the stricter one. Figures are medians, ratios are
 against LazyTensorStorage. A TCP client on loopback lends tdstored shared
 memory as a unix-socket one does (docs/protocol.md, *Same-host data
