@@ -1,5 +1,7 @@
 """Comparisons and constants shared by the tests."""
 
+import multiprocessing
+
 import torch
 from tensordict import TensorDictBase
 
@@ -18,6 +20,23 @@ def assert_td_equal(actual: TensorDictBase, expected: TensorDictBase):
         assert got.dtype == want.dtype, (key, got.dtype, want.dtype)
         assert got.shape == want.shape, (key, got.shape, want.shape)
         assert torch.equal(got.cpu(), want.cpu()), (key, got, want)
+
+
+def worker_context():
+    """The multiprocessing context for tests whose point is another process
+    (what it sees, what it writes at the same time), not how it started.
+
+    A forkserver, so each worker is forked from one process that imported
+    torch, tensordict, torchrl and tdstore once, instead of a spawned
+    interpreter importing them again (about 4 s of CPU a worker here). The
+    worker still receives its dict by handle, pickled as with spawn, and
+    opens its own connection: the forkserver never connects to tdstored,
+    so nothing gRPC holds is forked. test_processes.py keeps "spawn" where
+    starting that way is what it checks.
+    """
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "tensordict", "torchrl", "tdstore", "torch.multiprocessing"])
+    return ctx
 
 
 # Tokens of the tokens_addr tdstored (conftest.py): rw and ro on dicts named py-auth-*.

@@ -8,11 +8,11 @@ import random
 
 import pytest
 import torch
-import torch.multiprocessing as tmp
 from tensordict import TensorDict
 
 import tdstore
 from tdstore import TensorDictStore
+from _helpers import worker_context
 
 
 def _ops():
@@ -105,7 +105,7 @@ def test_the_lock_is_shared_with_other_processes_and_enforced_by_the_server(new_
     with pytest.raises(tdstore.FailedPreconditionError, match="is locked"):
         other._dict.write([(("z",), "float32", (4,), t.data_ptr(), 16)])
     assert "z" not in td.keys()
-    ctx = tmp.get_context("spawn")
+    ctx = worker_context()
     queue = ctx.Queue()
     child = ctx.Process(target=_child_sees_the_lock, args=(td.handle, queue))
     child.start()
@@ -189,7 +189,7 @@ def _child_adds(handle, n, queue):
 def test_a_counter_added_from_8_processes_1000_times_reads_8000(standalone_addr, cluster_addr):
     stores = [TensorDictStore(batch_size=[1], addr=a) for a in (standalone_addr, cluster_addr)]
     try:
-        ctx = tmp.get_context("spawn")
+        ctx = worker_context()
         queue = ctx.Queue()
         # Four children per back end, 1000 adds each: 8 processes in all on
         # each dict would double the spawn cost for nothing more to learn,

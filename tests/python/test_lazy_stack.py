@@ -6,7 +6,6 @@ another process. Shape changes through a view are refused with nothing
 written."""
 
 import contextlib
-import multiprocessing as mp
 import pickle
 import random
 
@@ -17,6 +16,7 @@ from tensordict.store import LazyStackedTensorDictStore as SeedStack
 
 import tdstore
 from tdstore import LazyStackedTensorDictStore, TensorDictStore
+from _helpers import worker_context
 
 
 def _random_stack(rng: random.Random, ragged: bool, nested: bool = True):
@@ -191,7 +191,7 @@ def test_every_kind_of_element_view_write_lands_and_another_process_reads_it(add
             wants[i] = _view_writes(ours[i], rng, inner, elements[i]["a"].shape[-1])
         _elements_equal(ours, wants)
         # Another process sees every write.
-        ctx = mp.get_context("spawn")
+        ctx = worker_context()
         queue = ctx.Queue()
         child = ctx.Process(target=_child_reads, args=(ours.handle, queue))
         child.start()

@@ -5,7 +5,6 @@ their tensor rows under concurrent writes; the size limits; refusals that
 write nothing; and values that are never unpickled."""
 
 import json
-import multiprocessing as mp
 import pickle
 import random
 import uuid
@@ -16,6 +15,7 @@ from tensordict import NonTensorData, NonTensorStack, TensorDict
 
 import tdstore
 from tdstore import TensorDictStore
+from _helpers import worker_context
 
 ALPHABET = "ab cdé😀中文\u202e\n\t\"\\'{}[]"
 
@@ -233,7 +233,7 @@ def test_another_process_reads_tensors_non_tensors_new_dtypes_and_a_tensorclass(
     store = TensorDictStore.from_tensordict(local, addr=addr)
     stored_episode = TensorDictStore.from_tensordict(episode, addr=addr)
     try:
-        ctx = mp.get_context("spawn")
+        ctx = worker_context()
         queue = ctx.Queue()
         child = ctx.Process(target=_child_reads,
                             args=((store.handle, stored_episode.handle), queue))
@@ -272,7 +272,7 @@ def test_sampled_rows_keep_their_labels_under_concurrent_row_writes(addr):
                         "info": NonTensorStack(*[{"k": 0}] * n)}, [n])
     store = TensorDictStore.from_tensordict(local, addr=addr, rows_per_block=16)
     try:
-        ctx = mp.get_context("spawn")
+        ctx = worker_context()
         ready = ctx.Event()
         writer = ctx.Process(target=_row_writer, args=(store.handle, n, 150, ready))
         writer.start()

@@ -5,7 +5,6 @@ lazy stacks on random cases; element writes that change a row's shape; cells
 wider than the slots; nested tensors and lists; refusals that write nothing;
 and the whole mix read back equal from another process."""
 
-import multiprocessing as mp
 import random
 
 import pytest
@@ -15,6 +14,7 @@ from tensordict.base import _is_leaf_nontensor
 
 from tdstore import TensorDictStore
 import tdstore
+from _helpers import worker_context
 
 
 def random_element(g, rng, dtype=torch.float32):
@@ -302,7 +302,7 @@ def test_another_process_reads_a_lazy_stack_non_tensors_and_a_tensorclass(addr):
     try:
         assert {kind for _, _, kind, _ in store._describe_full().values()} == {"ragged", "tensor",
                                                                                "text"}
-        ctx = mp.get_context("spawn")
+        ctx = worker_context()
         queue = ctx.Queue()
         child = ctx.Process(target=_child_reads,
                             args=((store.handle, stored_episode.handle), queue))

@@ -8,11 +8,10 @@ import time
 
 import pytest
 import torch
-import torch.multiprocessing as tmp
 from tensordict import TensorDict
 
 import tdstore
-from _helpers import random_index
+from _helpers import random_index, worker_context
 
 _DTYPES = [torch.float32, torch.int64, torch.bool, torch.float16, torch.uint8]
 
@@ -95,7 +94,7 @@ def _child_resizes(handle, queue):
 def test_another_process_sees_the_new_size_and_resizes_it(new_store):
     td = new_store([10])
     td["x"] = torch.arange(10, dtype=torch.float32)
-    ctx = tmp.get_context("spawn")
+    ctx = worker_context()
     queue = ctx.Queue()
     child = ctx.Process(target=_child_resizes, args=(td.handle, queue))
     child.start()

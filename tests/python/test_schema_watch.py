@@ -11,11 +11,11 @@ import time
 
 import pytest
 import torch
-import torch.multiprocessing as tmp
 from tensordict import TensorDict
 
 import tdstore
 from tdstore import TensorDictStore
+from _helpers import worker_context
 
 KEYS = ["a", "b", ("n", "x"), ("n", "y"), ("n", "m", "z"), ("o", "p")]
 PROBES = KEYS + ["n", ("n", "m"), "o", "zz", ("a", "q"), ("n", "q")]
@@ -127,7 +127,7 @@ def test_another_process_changes_reach_this_ones_keys(standalone_addr, cluster_a
     for td in stores:
         td["x"] = torch.zeros(4)
         assert sorted(td.keys()) == ["x"]  # starts the watch
-    ctx = tmp.get_context("spawn")
+    ctx = worker_context()
     steps, done = ctx.Queue(), ctx.Queue()
     proc = ctx.Process(target=_child_changes, args=([td.handle for td in stores], steps, done))
     proc.start()

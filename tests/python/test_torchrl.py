@@ -6,7 +6,6 @@ TdStoreWriter and every row lands once, with one length for everybody;
 state_dict, dumps/loads and pickling reopen the same dict; bad input is
 refused with nothing written."""
 
-import multiprocessing as mp
 import pickle
 import uuid
 
@@ -19,6 +18,7 @@ from torchrl.data import (LazyTensorStorage, ReplayBuffer, SliceSampler,
 import tdstore
 from tdstore import TensorDictStore
 from tdstore.torchrl import TdStoreStorage, TdStoreWriter
+from _helpers import worker_context
 
 
 def batch(start: int, n: int) -> TensorDict:
@@ -122,7 +122,7 @@ def test_tensors_and_tensorclasses_come_back_as_stored_in_every_process(addr, wr
                 else:
                     assert (got == want).all(), kind
             assert type(rb.sample()) is type(local.sample()), kind
-            ctx = mp.get_context("spawn")
+            ctx = worker_context()
             queue = ctx.Queue()
             child = ctx.Process(target=_type_of_rows, args=(storage.name, addr, queue))
             child.start()
@@ -145,9 +145,9 @@ def _collector(name, addr, start, n, chunk):
 
 
 def _run_in_processes(target, args_each):
-    """Runs ``target(*args)`` for each of ``args_each`` in spawned processes
+    """Runs ``target(*args)`` for each of ``args_each`` in worker processes (worker_context)
     at once, and waits for all: each must exit 0."""
-    ctx = mp.get_context("spawn")
+    ctx = worker_context()
     procs = [ctx.Process(target=target, args=args) for args in args_each]
     for p in procs:
         p.start()

@@ -4,7 +4,6 @@ and Redis: a buffer holds what torchrl's LazyTensorStorage holds after the
 same extends and samples; another process never sees the length count a
 row not yet written; a failure is raised by the next call, once."""
 
-import multiprocessing as mp
 import time
 import uuid
 
@@ -17,6 +16,7 @@ from torchrl.data.replay_buffers import RandomSampler, RoundRobinWriter
 import tdstore
 from tdstore import TensorDictStore
 from tdstore.torchrl import TdStoreStorage
+from _helpers import worker_context
 
 WRITTEN = "tdstore.rb.written"
 
@@ -159,7 +159,7 @@ def test_another_process_never_sees_rows_counted_before_they_are_written(addr):
     try:
         rb.extend(rows(0, 10))  # makes the dict before the reader opens it
         storage._settle()
-        ctx = mp.get_context("spawn")
+        ctx = worker_context()
         queue, go = ctx.Queue(), ctx.Event()
         reader = ctx.Process(target=_poll_reader, args=(name, addr, 4000, queue, go), daemon=True)
         reader.start()
