@@ -7,6 +7,7 @@ and (with --cluster) on a Redis Cluster.
     build/venv/bin/python tests/bench/replay_bench.py --scenario large  # 1,000,000 rows
     build/venv/bin/python tests/bench/replay_bench.py --scenario torchrl  # torchrl's own
     ... --cluster --iters 200 --markdown out.md
+    ... --redis-unix   # tdstored and the seed reach Redis over its unix socket
 
 The script starts its own redis-server and tdstored (TCP and a unix socket,
 python_bench.Env) and, with --cluster, a 3-master (+3 replica) loopback
@@ -100,9 +101,12 @@ def storages(size: int, env, cluster_env, scenario: str) -> dict:
                                                            **(options or {})),
                                     writer=writer(), batch_size=BATCH, **kw)
 
+    # With --redis-unix the seed reaches Redis over its socket, as tdstored
+    # then does (StoreStorage passes its keywords on to redis-py).
+    where = ({"unix_socket_path": env.redis_socket} if env.redis_socket
+             else {"host": "127.0.0.1", "port": env.redis_port})
     seed = lambda: ReplayBuffer(  # noqa: E731
-        storage=StoreStorage(size, host="127.0.0.1", port=env.redis_port,
-                             prefix=f"bench-rb-{uuid.uuid4().hex}"),
+        storage=StoreStorage(size, prefix=f"bench-rb-{uuid.uuid4().hex}", **where),
         batch_size=BATCH)
     if scenario == "torchrl":
         # torchrl's setup, named in full: its sampler and writer on every storage.
@@ -184,6 +188,9 @@ def main() -> None:
                         help="the training step between prefetched samples")
     parser.add_argument("--cluster", action="store_true",
                         help="also TdStoreStorage on a 3-master loopback Redis Cluster")
+    parser.add_argument("--redis-unix", action="store_true",
+                        help="tdstored and the seed reach the standalone Redis over its unix "
+                             "socket instead of loopback TCP (docs/operations.md)")
     parser.add_argument("--markdown", help="append the table here")
     parser.add_argument("--tdstored", default=os.path.join(pb.REPO, "build/server/tdstored"))
     parser.add_argument("--redis-server",
@@ -289,7 +296,8 @@ def main() -> None:
     base_b2b = statistics.median(back_to_back["LazyTensorStorage"])
     title = (f"{args.scenario}: buffer {sc['size']:,}, obs [{sc['obs']}] + action "
              f"[{sc['action']}], reward {list(sc['reward'])}{', done' if sc['done'] else ''}; fill {sc['fill']:,} rows in extends of {args.chunk} (median of {fills}); "
-             f"sample {BATCH} (median of {args.iters}); load {pb.loadavg()}")
+             f"sample {BATCH} (median of {args.iters}); Redis over "
+             f"{'its unix socket' if args.redis_unix else 'loopback TCP'}; load {pb.loadavg()}")
     lines = [title, "",
              "| storage | fill ms | × in-memory | seed ÷ this | fill, all applied, ms "
              "| × in-memory | sample ms | × in-memory | seed ÷ this "
