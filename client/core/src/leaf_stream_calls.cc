@@ -175,6 +175,16 @@ ShmArena::Span TakeRing(ShmArena& arena) {
   return ring;
 }
 
+// Why cork: a client-streaming or bidi call built by gRPC's sync API sends
+// its headers at once, in a write of their own, and waits for it. That
+// write wakes tdstored's poller for a call it cannot act on until the first
+// message comes, and each wake-up costs tens of microseconds of both
+// processes on a small VM. Corked, the headers go out with the first
+// message, in one write. Every call corked here writes its first message
+// before it reads: a read first would wait for an answer to a call tdstored
+// has not yet seen.
+void CorkHeaders(grpc::ClientContext& context) { context.set_initial_metadata_corked(true); }
+
 // ---- ReadLeaves -------------------------------------------------------------
 
 // A ReadLeaves or ReadLeavesShared call that is cancelled and drained if
@@ -261,6 +271,8 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
                       const ReadOptions& options, ReadStream& stream, ReadSink& sink,
                       const ShmArena::Span& reply, bool through_ring) {
   if (through_ring) {
+    // Corked: the call's headers go with its first message (CorkHeaders).
+    CorkHeaders(stream.context);
     stream.shared.reset(
         grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
             impl.channel.get(), *impl.read_leaves_shared_raw, &stream.context));
@@ -417,6 +429,7 @@ grpc::Status WriteOnce(const Client::Impl& impl, const v1::WriteChunk& begin,
                        const Progress& progress, WriteStream& stream,
                        const ShmArena::Span& span) {
   const int64_t chunk_bytes = impl.options.chunk_bytes;
+  CorkHeaders(stream.context);
   stream.writer.reset(grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
       impl.channel.get(), *impl.write_leaves_raw, &stream.context, &stream.response));
   // A failed Write means the server ended the call (unknown dict, bad
@@ -517,6 +530,7 @@ grpc::Status WriteShared(const Client::Impl& impl, const v1::WriteChunk& begin,
                          const std::vector<LeafData>& leaves, const std::vector<v1::DType>& dtypes,
                          const Progress& progress, WriteStream& stream,
                          const ShmArena::Span& ring) {
+  CorkHeaders(stream.context);
   stream.shared.reset(
       grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, v1::WriteProgress>::Create(
           impl.channel.get(), *impl.write_leaves_shared_raw, &stream.context));
