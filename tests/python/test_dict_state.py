@@ -191,10 +191,8 @@ def test_a_counter_added_from_8_processes_1000_times_reads_8000(standalone_addr,
     try:
         ctx = worker_context()
         queue = ctx.Queue()
-        # Four children per back end, 1000 adds each: 8 processes in all on
-        # each dict would double the spawn cost for nothing more to learn,
-        # so each child adds 1000 to its back end's counter and, for the
-        # other 4, the standalone one gets 4 more children.
+        # Eight children per back end, all at once, 1000 adds each: each
+        # dict's counter takes 8000 adds from 8 processes.
         jobs = [(stores[0].handle, 1000)] * 8 + [(stores[1].handle, 1000)] * 8
         children = [ctx.Process(target=_child_adds, args=(h, n, queue)) for h, n in jobs]
         for c in children:
