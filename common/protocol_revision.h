@@ -12,13 +12,15 @@
 // indexed writes (WriteBegin.count_after); 5, WriteLeavesShared and its
 // shm_data chunks (capability "shared_memory_chunks", reported with
 // "shared_memory"); 6, ReadLeavesShared and ReadChunk.shm_data (capability
-// "shared_memory_read_chunks", reported with "shared_memory").
+// "shared_memory_read_chunks", reported with "shared_memory"); 7,
+// shm_data chunks on WriteLeaves, lent to the call's end (capability
+// "shared_memory_lent_chunks", reported with "shared_memory").
 #ifndef TDSTORE_COMMON_PROTOCOL_REVISION_H_
 #define TDSTORE_COMMON_PROTOCOL_REVISION_H_
 
 namespace tdstore {
 
-inline constexpr int kProtocolRevision = 6;
+inline constexpr int kProtocolRevision = 7;
 
 inline constexpr const char* kServerCapabilities[] = {
     "small_write",             // takes WriteChunk.small
@@ -33,6 +35,7 @@ inline constexpr const char* kServerCapabilities[] = {
 inline constexpr const char* kSharedMemoryCapability = "shared_memory";
 inline constexpr const char* kSharedMemoryChunksCapability = "shared_memory_chunks";
 inline constexpr const char* kSharedMemoryReadChunksCapability = "shared_memory_read_chunks";
+inline constexpr const char* kSharedMemoryLentChunksCapability = "shared_memory_lent_chunks";
 // Also reported beside "shared_memory" unless tdstored runs with
 // --shm-clients unix: a client that reaches it over loopback TCP may lend
 // too. No new revision: a tdstored without it (older, or unix-only) is

@@ -127,6 +127,15 @@ class ClusterPipeline : public Pipeline {
     return absl::OkStatus();
   }
 
+  absl::Status SendOpen(std::string_view /*routing_key*/,
+                        absl::Span<const std::string_view> /*head*/, int64_t /*value_bytes*/,
+                        absl::Span<const std::string_view> /*tail*/) override {
+    return absl::UnimplementedError("a command sent in pieces needs a standalone Redis");
+  }
+  absl::Status SendValue(std::string_view /*bytes*/) override {
+    return absl::UnimplementedError("a command sent in pieces needs a standalone Redis");
+  }
+
   absl::Status Flush() override {
     if (!failure_.ok()) return failure_;
     for (auto& [_, sub] : subs_) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/str_cat.h"
 #include "server/redis/reply_objects.h"
 
 namespace tdstore::redis {
@@ -254,6 +255,7 @@ void FormatCommand(absl::Span<const std::string_view> argv, std::string* out) {
 
 absl::Status Connection::Append(absl::Span<const std::string_view> argv) {
   if (broken_) return TransportError("append");
+  if (mid_command()) return MidCommand("Append");
   if (argv.empty()) return absl::InvalidArgumentError("empty Redis command");
   for (std::string_view arg : argv) {
     if (arg.size() >= kDirectArgBytes) return WriteDirect(argv);
@@ -314,6 +316,54 @@ absl::Status Connection::WriteDirect(absl::Span<const std::string_view> argv) {
   return absl::OkStatus();
 }
 
+absl::Status Connection::MidCommand(std::string_view what) const {
+  return absl::FailedPreconditionError(
+      StrCat("Connection::", what, " in the middle of a command's value (",
+                   value_left_, " bytes still to come)"));
+}
+
+absl::Status Connection::AppendOpen(absl::Span<const std::string_view> head, int64_t value_bytes,
+                                    absl::Span<const std::string_view> tail) {
+  if (broken_) return TransportError("append");
+  if (mid_command()) return MidCommand("AppendOpen");
+  if (head.empty() || value_bytes <= 0) {
+    return absl::InvalidArgumentError("AppendOpen needs a command name and a value of > 0 bytes");
+  }
+  if (absl::Status s = Flush(); !s.ok()) return s;
+  // The head is formatted as a whole command of head.size() + 1 +
+  // tail.size() arguments, cut before the value: its own count replaced.
+  std::string text = StrCat("*", head.size() + 1 + tail.size(), "\r\n");
+  std::string args;
+  AppendCommand(head, &args);
+  text.append(args, args.find('\n') + 1, std::string::npos);
+  text += StrCat("$", value_bytes, "\r\n");
+  value_tail_ = "\r\n";
+  if (!tail.empty()) {
+    std::string rest;
+    AppendCommand(tail, &rest);
+    value_tail_.append(rest, rest.find('\n') + 1, std::string::npos);
+  }
+  if (absl::Status s = WriteAll({iovec{text.data(), text.size()}}); !s.ok()) return s;
+  value_left_ = value_bytes;
+  return absl::OkStatus();
+}
+
+absl::Status Connection::AppendValue(std::string_view bytes) {
+  if (broken_) return TransportError("write");
+  if (static_cast<int64_t>(bytes.size()) > value_left_) {
+    return absl::InvalidArgumentError(StrCat("AppendValue of ", bytes.size(),
+                                                   " bytes with ", value_left_, " to come"));
+  }
+  if (bytes.empty()) return absl::OkStatus();
+  const bool last = static_cast<int64_t>(bytes.size()) == value_left_;
+  std::vector<iovec> iov{iovec{const_cast<char*>(bytes.data()), bytes.size()}};
+  if (last) iov.push_back(iovec{value_tail_.data(), value_tail_.size()});
+  if (absl::Status s = WriteAll(std::move(iov)); !s.ok()) return s;
+  value_left_ -= static_cast<int64_t>(bytes.size());
+  if (last) ++pending_;
+  return absl::OkStatus();
+}
+
 absl::Status Connection::WriteAll(std::vector<iovec> iov) {
   // writev may take part of it; go on from where it stopped.
   size_t first = 0;
@@ -368,6 +418,7 @@ bool Connection::ClosedByPeer() const {
 
 absl::Status Connection::Flush() {
   if (broken_) return TransportError("write");
+  if (mid_command()) return MidCommand("Flush");
   if (out_.empty()) return absl::OkStatus();
   absl::Status written = WriteAll({iovec{out_.data(), out_.size()}});
   out_.clear();
@@ -406,6 +457,7 @@ absl::StatusOr<std::optional<Reply>> Connection::NextPushed(std::chrono::millise
 
 absl::StatusOr<Reply> Connection::GetReply() {
   if (broken_) return TransportError("read");
+  if (mid_command()) return MidCommand("GetReply");
   if (pending_ == 0) {
     // Reading now would block until the I/O timeout for nothing.
     return absl::FailedPreconditionError("Connection::GetReply with no command pending");

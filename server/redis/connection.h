@@ -78,6 +78,22 @@ class Connection {
   // Commands appended whose replies have not been read.
   int pending() const { return pending_; }
 
+  // A command whose one large argument, the value, arrives in pieces (a
+  // whole-leaf write passed on to Redis while its client still copies it,
+  // leaf_writer.h). AppendOpen writes what is queued, then the command up
+  // to the value: `head`'s arguments and the value's length,
+  // `value_bytes` (> 0). AppendValue writes the value's next bytes straight
+  // from the caller's memory; with its last byte it writes `tail`'s
+  // arguments too, which end the command, and the command is pending from
+  // then on. Until then the connection is mid_command(): Append, Flush,
+  // GetReply and AppendOpen fail FAILED_PRECONDITION, and one given back
+  // so is closed, never pooled. Redis drops a half-received command with
+  // its connection, and with it the MULTI it was queued in, if any.
+  absl::Status AppendOpen(absl::Span<const std::string_view> head, int64_t value_bytes,
+                          absl::Span<const std::string_view> tail);
+  absl::Status AppendValue(std::string_view bytes);
+  bool mid_command() const { return value_left_ > 0; }
+
   bool broken() const { return broken_; }
 
   // For an idle connection (nothing pending): whether the server closed it
@@ -118,6 +134,12 @@ class Connection {
   RedisNodeEvents* events_;
   int pending_ = 0;
   bool broken_ = false;
+  // While mid_command(): the value's bytes still to come, and the RESP of
+  // the command's end (the value's CRLF and the tail's arguments).
+  int64_t value_left_ = 0;
+  std::string value_tail_;
+  // FAILED_PRECONDITION naming `what`, while mid_command().
+  absl::Status MidCommand(std::string_view what) const;
   // Writes all of `iov` to the socket (blocking, with the I/O timeout).
   absl::Status WriteAll(std::vector<iovec> iov);
 

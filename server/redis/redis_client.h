@@ -51,6 +51,23 @@ class Pipeline {
   // Commands sent whose replies have not been Received.
   virtual int outstanding() const = 0;
 
+  // A command whose one large argument, the value, arrives in pieces, on
+  // the node serving routing_key (Connection::AppendOpen says how): SendOpen
+  // sends what is queued and the command up to the value (`head`'s
+  // arguments, then the value's length, value_bytes > 0), SendValue the
+  // value's next bytes from the caller's memory, and with its last byte
+  // `tail`'s arguments; the command is outstanding from then on. Until
+  // then the pipeline carries nothing else (FAILED_PRECONDITION). A
+  // pipeline destroyed before the value is whole closes its connection,
+  // and Redis drops the half-received command and the MULTI it was in.
+  // Only where pipelines_in_order() (RedisClient): a cluster pipeline
+  // re-issues redirected commands, which it cannot do with bytes it did
+  // not keep, and answers UNIMPLEMENTED.
+  virtual absl::Status SendOpen(std::string_view routing_key,
+                                absl::Span<const std::string_view> head, int64_t value_bytes,
+                                absl::Span<const std::string_view> tail) = 0;
+  virtual absl::Status SendValue(std::string_view bytes) = 0;
+
   // Makes every write sent on this pipeline durable on `replicas` replicas:
   // sends WAIT on each connection the pipeline used. Requires outstanding()
   // == 0. UNAVAILABLE if fewer replicas confirm within `timeout`.

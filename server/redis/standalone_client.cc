@@ -26,13 +26,7 @@ class StandalonePipeline : public Pipeline {
   absl::Status Send(std::string_view /*routing_key*/,
                     absl::Span<const std::string_view> argv) override {
     if (!failure_.ok()) return failure_;
-    // Keep the window: read (and buffer) the oldest replies until there is
-    // room. Replies are read in order, so buffering keeps Receive() ordered.
-    while (conn_->pending() >= max_outstanding_) {
-      absl::StatusOr<Reply> reply = conn_->GetReply();
-      if (!reply.ok()) return Fail(reply.status());
-      buffered_.push_back(*std::move(reply));
-    }
+    if (absl::Status s = MakeRoom(); !s.ok()) return s;
     if (absl::Status s = conn_->Append(argv); !s.ok()) return Fail(s);
     return absl::OkStatus();
   }
@@ -62,6 +56,20 @@ class StandalonePipeline : public Pipeline {
     return conn_->pending() + static_cast<int>(buffered_.size());
   }
 
+  absl::Status SendOpen(std::string_view /*routing_key*/, absl::Span<const std::string_view> head,
+                        int64_t value_bytes, absl::Span<const std::string_view> tail) override {
+    if (!failure_.ok()) return failure_;
+    if (absl::Status s = MakeRoom(); !s.ok()) return s;
+    absl::Status s = conn_->AppendOpen(head, value_bytes, tail);
+    return s.ok() || s.code() != absl::StatusCode::kUnavailable ? s : Fail(s);
+  }
+
+  absl::Status SendValue(std::string_view bytes) override {
+    if (!failure_.ok()) return failure_;
+    absl::Status s = conn_->AppendValue(bytes);
+    return s.ok() || s.code() != absl::StatusCode::kUnavailable ? s : Fail(s);
+  }
+
 
   absl::Status WaitReplicas(int replicas, std::chrono::milliseconds timeout) override {
     if (!failure_.ok()) return failure_;
@@ -72,6 +80,18 @@ class StandalonePipeline : public Pipeline {
   }
 
  private:
+  // Keeps the window: reads (and buffers) the oldest replies until there
+  // is room. Replies are read in order, so buffering keeps Receive()
+  // ordered.
+  absl::Status MakeRoom() {
+    while (conn_->pending() >= max_outstanding_) {
+      absl::StatusOr<Reply> reply = conn_->GetReply();
+      if (!reply.ok()) return Fail(reply.status());
+      buffered_.push_back(*std::move(reply));
+    }
+    return absl::OkStatus();
+  }
+
   // A transport error leaves the stream in an unknown state: every later
   // call reports the same error.
   absl::Status Fail(absl::Status status) {
@@ -129,7 +149,8 @@ void StandaloneClient::Release(std::unique_ptr<Connection> conn) {
     }
     return;  // `conn` and `dropped` close outside the lock
   }
-  if (conn->pending() > 0) return;  // replies still on the wire: close it
+  // Replies still on the wire, or a command half sent: close it.
+  if (conn->pending() > 0 || conn->mid_command()) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (static_cast<int>(idle_.size()) < max_idle_) idle_.push_back(std::move(conn));
 }

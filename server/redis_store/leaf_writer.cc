@@ -123,6 +123,7 @@ absl::Status WriteTxn::CheckReadyForLeaf() {
 absl::Status WriteTxn::BeginLeaf(const LeafPath& path, const LeafRecord& leaf,
                                  int64_t byte_size) {
   if (auto s = CheckReadyForLeaf(); !s.ok()) return s;
+  ahead_.reset();  // sent ahead as a write of one leaf: it is not
   if (!leaves_.empty() && leaves_.front().held) {
     // This leaf would take the write past the at-once limits: the leaves
     // held go first, stepwise, as if they had never been held, and this
@@ -345,6 +346,7 @@ absl::Status WriteTxn::AppendGiven(std::string_view data, std::string* owned, Gi
     if (given == Given::kLent) {
       leaves_.back().pieces.push_back({{}, data});
       leaves_.back().written += size;
+      SendAhead(data);
       return absl::OkStatus();
     }
     // Bytes kept here are memory of ours, leased from the budget as every
@@ -661,6 +663,7 @@ CommitResult WriteTxn::AfterCommit(redis::ReplyView reply) {
 }
 
 void WriteTxn::Abort() {
+  ahead_.reset();  // nothing of it ran: Redis drops it with its connection
   if (done_) return;
   done_ = true;
   store_->ReleaseBytes(std::exchange(unrecorded_reserved_, 0));

@@ -54,6 +54,20 @@
 // holds; so is a later leaf refused on a cached schema not yet proven
 // (BeginLeaf), before it is decided again.
 //
+// Sent ahead: a write that its caller said is of one leaf (ExpectLeaves)
+// and whose bytes come lent in several pieces (a client that copies a
+// large tensor into shared memory piece by piece) does not wait for the
+// last piece. From the first, the transaction goes out as they arrive:
+// MULTI, the claim, and each part's SET, its value written to Redis'
+// socket piece by piece (redis::Pipeline::SendOpen), so Redis receives the
+// leaf while the client still copies it. Commit sends the rest (the
+// commit script, EXEC). Nothing runs before EXEC, so leaving early costs
+// nothing but the connection: a write aborted, refused or gone stepwise
+// meanwhile closes it (Redis drops a half-received command and its MULTI),
+// and the bytes stay held, so a retry (another generation, a fresh schema)
+// is sent from them as before. A failure while sending ahead only ends
+// the sending ahead.
+//
 // Quotas (dict_store.h): BeginLeaf checks the dict's quota against the
 // dict as it will be after the commit, then reserves the leaf's bytes in
 // the namespace counter (at once: the commit's script reserves them),
@@ -122,6 +136,9 @@ class WriteTxn {
   // From now on a locked dict refuses this write whatever it writes, not
   // only new and reshaped leaves (WriteBegin.refuse_if_locked).
   void RefuseIfLocked() { refuse_if_locked_ = true; }
+  // The number of leaves the caller says the write carries (0: not said);
+  // a write of one may be sent ahead (see the top of this file).
+  void ExpectLeaves(int count) { expected_leaves_ = count; }
 
   // Starts the next leaf, of `leaf`'s dtype, shape, kind and one value (its
   // generation is ignored). The previous one must be complete.
@@ -201,7 +218,11 @@ class WriteTxn {
   // once the write was found checked on an old schema and begun again
   // stepwise on a fresh one (ReplayStepwise), for Commit to finish.
   absl::StatusOr<std::optional<CommitResult>> CommitAtOnce(CommitMode mode);
-  // One try of it, on generations proposed now: as CommitAtOnce, except
+  // Sends the held leaf's transaction on, as far as its bytes have come,
+  // ending with `data`, its newest lent piece: when the write may be sent
+  // ahead (see the top of this file), starting with the first piece.
+  void SendAhead(std::string_view data);
+  // One try of it, on generations proposed now (or, sent ahead, then): as CommitAtOnce, except
   // that when claim_generations.lua found them taken it returns nullopt
   // with `*counter` set to Redis' counter (else -1).
   absl::StatusOr<std::optional<CommitResult>> SendAtOnce(CommitMode mode, int64_t* counter);
@@ -263,6 +284,13 @@ class WriteTxn {
   int64_t held_owned_bytes_ = 0;
   // The budget's share for the bytes held here (kAtOnceMaxOwnedBytes).
   std::optional<MemoryBudget::Lease> held_lease_;
+  int expected_leaves_ = 0;  // ExpectLeaves
+  // The at-once transaction sent ahead (SendAhead): its pipeline, and the
+  // bytes of the leaf sent on it so far. Reset (which closes its
+  // connection: replies or a value are due on it) when the write leaves
+  // that path.
+  std::unique_ptr<redis::Pipeline> ahead_;
+  int64_t ahead_bytes_ = 0;
   // Non-empty while schema_ came from the cache and no probe has proven it
   // current yet: the id the caller's ref named (the name is schema_'s).
   std::string unproven_ref_id_;

@@ -39,6 +39,21 @@ std::string_view HeldBytes(const std::vector<WriteTxn::HeldPiece>& pieces, int64
   return out == nullptr ? std::string_view() : std::string_view(*out);
 }
 
+// claim_generations.lua's EVAL for the parts `part_keys` of the
+// generations first..last, its arguments in `text` where they are not.
+std::vector<std::string_view> ClaimCommand(std::string_view meta, std::string_view hold,
+                                           const std::vector<std::string_view>& part_keys,
+                                           int64_t first, int64_t last,
+                                           std::deque<std::string>& text) {
+  std::vector<std::string_view> claim{"EVAL", GetScripts().claim_generations.body(),
+                                      text.emplace_back(StrCat(2 + part_keys.size())), meta,
+                                      hold};
+  claim.insert(claim.end(), part_keys.begin(), part_keys.end());
+  claim.push_back(text.emplace_back(StrCat(first)));
+  claim.push_back(text.emplace_back(StrCat(last)));
+  return claim;
+}
+
 }  // namespace
 
 bool WriteTxn::Holds(const BlockLayout& layout, int64_t byte_size) const {
@@ -69,6 +84,7 @@ bool WriteTxn::Holds(const BlockLayout& layout, int64_t byte_size) const {
 
 absl::Status WriteTxn::ReplayStepwise(bool fresh) {
   may_hold_ = false;
+  ahead_.reset();
   std::vector<PendingLeaf> held = std::exchange(leaves_, {});
   held_owned_bytes_ = 0;
   // Released when this returns, once the bytes held have been sent.
@@ -124,13 +140,73 @@ absl::StatusOr<std::optional<CommitResult>> WriteTxn::CommitAtOnce(CommitMode mo
   }
 }
 
+void WriteTxn::SendAhead(std::string_view data) {
+  PendingLeaf& leaf = leaves_.front();
+  const int64_t from = leaf.written - static_cast<int64_t>(data.size());
+  if (!ahead_) {
+    // Worth it only for bytes that come in pieces: a leaf whose first
+    // piece is all of it goes at Commit, as any held write.
+    if (expected_leaves_ != 1 || leaves_.size() != 1 || leaf.zero || !leaf.fields.empty() ||
+        from != 0 || leaf.written == leaf.layout.total_bytes()) {
+      return;
+    }
+    // Room for MULTI, the claim, the parts, the commit and EXEC.
+    auto pipe = store_->redis().NewPipeline(kAtOnceMaxParts + 4);
+    if (!pipe.ok()) return;
+    const int64_t gen = store_->generation_hints().Propose(schema_.meta.id, 1);
+    leaf.leaf.record.generation = gen;
+    const KeySchema& keys = store_->keys();
+    std::deque<std::string> text;
+    std::vector<std::string_view> part_keys;
+    leaf.layout.ForEachSegment(
+        0, leaf.layout.total_bytes(), store_->options().at_once_max_bytes,
+        [&](const Segment& seg) {
+          part_keys.push_back(
+              text.emplace_back(keys.BlockPart(schema_.meta.id, seg.block, gen, seg.part)));
+        });
+    const std::string meta = keys.Meta(schema_.meta.id), hold = keys.AtOnceHold(schema_.meta.id);
+    absl::Status sent = (*pipe)->Send(meta, {"MULTI"});
+    if (sent.ok()) sent = (*pipe)->Send(meta, ClaimCommand(meta, hold, part_keys, gen, gen, text));
+    if (!sent.ok()) return;  // the pipeline closes its connection
+    ahead_ = *std::move(pipe);
+    ahead_bytes_ = 0;
+  }
+  if (ahead_bytes_ != from) return;  // cannot happen: the pieces come in order
+  // Each part's SET opens at its first byte; the value's last byte ends it.
+  const int64_t to = leaf.written;
+  const int64_t gen = leaf.leaf.record.generation;
+  absl::Status sent;
+  leaf.layout.ForEachSegment(
+      0, leaf.layout.total_bytes(), store_->options().at_once_max_bytes, [&](const Segment& seg) {
+        const int64_t end = seg.leaf_offset + seg.length;
+        if (!sent.ok() || end <= ahead_bytes_ || seg.leaf_offset >= to) return;
+        if (ahead_bytes_ == seg.leaf_offset) {
+          const std::string key =
+              store_->keys().BlockPart(schema_.meta.id, seg.block, gen, seg.part);
+          sent = ahead_->SendOpen(key, {"SET", key}, seg.length, {"NX"});
+        }
+        const int64_t n = std::min(end, to) - ahead_bytes_;
+        if (sent.ok()) {
+          sent = ahead_->SendValue(data.substr(static_cast<size_t>(ahead_bytes_ - from),
+                                               static_cast<size_t>(n)));
+        }
+        if (sent.ok()) ahead_bytes_ += n;
+      });
+  if (!sent.ok()) ahead_.reset();
+}
+
 absl::StatusOr<std::optional<CommitResult>> WriteTxn::SendAtOnce(CommitMode mode,
                                                                   int64_t* counter) {
   *counter = -1;
   const KeySchema& keys = store_->keys();
   const StoreOptions& options = store_->options();
   const std::string& id = schema_.meta.id;
-  int64_t gen = store_->generation_hints().Propose(id, static_cast<int64_t>(leaves_.size()));
+  // Sent ahead, with its generation: MULTI, the claim and every part.
+  std::unique_ptr<redis::Pipeline> ahead = std::move(ahead_);
+  if (ahead && ahead_bytes_ != leaves_.front().layout.total_bytes()) ahead.reset();
+  int64_t gen = ahead ? leaves_.front().leaf.record.generation
+                      : store_->generation_hints().Propose(
+                            id, static_cast<int64_t>(leaves_.size()));
   const int64_t first = gen;
   int64_t bytes = 0;
   for (PendingLeaf& p : leaves_) {
@@ -154,7 +230,9 @@ absl::StatusOr<std::optional<CommitResult>> WriteTxn::SendAtOnce(CommitMode mode
           keys.BlockPart(id, seg.block, p.leaf.record.generation, seg.part));
       part_keys.push_back(key);
       part_lengths.push_back(text.emplace_back(StrCat(seg.length)));
-      if (p.zero) {
+      if (ahead) {
+        return;  // sent
+      } else if (p.zero) {
         writes.push_back({"SETRANGE", key, text.emplace_back(StrCat(seg.length - 1)), kZero});
       } else {
         writes.push_back(
@@ -165,12 +243,8 @@ absl::StatusOr<std::optional<CommitResult>> WriteTxn::SendAtOnce(CommitMode mode
   const std::string meta = keys.Meta(id), leaves = keys.Leaves(id), pending = keys.Pending(id),
                     catalog = keys.Catalog(), used = keys.UsedBytes(),
                     hold = keys.AtOnceHold(id);
-  const std::string first_text = StrCat(first), last_text = StrCat(gen - 1);
-  std::vector<std::string_view> claim{"EVAL", GetScripts().claim_generations.body(),
-                                      StrCat(2 + part_keys.size()), meta, hold};
-  claim.insert(claim.end(), part_keys.begin(), part_keys.end());
-  claim.push_back(first_text);
-  claim.push_back(last_text);
+  const std::vector<std::string_view> claim =
+      ClaimCommand(meta, hold, part_keys, first, gen - 1, text);
   // The name is checked as the probe would (schema_cache.h) when the
   // schema came from the cache and no probe proved it yet.
   std::vector<std::string> args{unproven_ref_id_.empty() ? std::string() : schema_.meta.name,
@@ -188,12 +262,16 @@ absl::StatusOr<std::optional<CommitResult>> WriteTxn::SendAtOnce(CommitMode mode
   // EXEC is sent nothing can have run (Redis drops the transaction of a
   // connection that breaks); from then on a broken connection leaves the
   // outcome unknown.
-  const size_t queued_commands = writes.size() + 2;
-  auto pipe = store_->redis().NewPipeline(static_cast<int>(queued_commands) + 2);
-  if (!pipe.ok()) return Fail(pipe.status());
-  absl::Status sent = (*pipe)->Send(meta, {"MULTI"});
-  if (sent.ok()) sent = (*pipe)->Send(meta, claim);
-  for (size_t i = 0; sent.ok() && i < writes.size(); ++i) sent = (*pipe)->Send(meta, writes[i]);
+  const size_t queued_commands = part_keys.size() + 2;
+  absl::StatusOr<std::unique_ptr<redis::Pipeline>> pipe = std::move(ahead);
+  absl::Status sent;
+  if (*pipe == nullptr) {
+    pipe = store_->redis().NewPipeline(static_cast<int>(queued_commands) + 2);
+    if (!pipe.ok()) return Fail(pipe.status());
+    sent = (*pipe)->Send(meta, {"MULTI"});
+    if (sent.ok()) sent = (*pipe)->Send(meta, claim);
+    for (size_t i = 0; sent.ok() && i < writes.size(); ++i) sent = (*pipe)->Send(meta, writes[i]);
+  }
   if (sent.ok()) sent = (*pipe)->Send(meta, eval);
   if (!sent.ok()) return Fail(sent);
   auto unknown = [&](const absl::Status& why) -> absl::Status {

@@ -224,6 +224,7 @@ class TxnLeafWrite final : public LeafWrite {
  public:
   explicit TxnLeafWrite(std::unique_ptr<WriteTxn> txn) : txn_(std::move(txn)) {}
   void RefuseIfLocked() override { txn_->RefuseIfLocked(); }
+  void ExpectLeaves(int count) override { txn_->ExpectLeaves(count); }
   absl::Status BeginLeaf(const LeafPath& path, const LeafRecord& record,
                          int64_t byte_size) override {
     return txn_->BeginLeaf(path, record, byte_size);

@@ -145,22 +145,28 @@ absl::StatusOr<WriteStream::Piece> WriteStream::NextOfSmall() {
 
 // A shm_data chunk: its span is resolved (an unknown region fails the
 // call as a SmallWrite's does, with nothing written) and held, so the
-// region stays mapped, until ReleaseBorrowed.
+// region stays mapped: on WriteLeavesShared until ReleaseBorrowed, on
+// WriteLeaves (lent) to the call's end.
 absl::StatusOr<WriteStream::Piece> WriteStream::OnShmData(const v1::ShmSpan& span) {
-  if (progress_ == nullptr) {
-    return absl::InvalidArgumentError(
-        "shm_data chunks come only on WriteLeavesShared, which releases their spans; "
-        "nothing written");
-  }
   if (span.length() <= 0) {
     return absl::InvalidArgumentError("a shm_data chunk of no bytes; nothing written");
+  }
+  const bool lent = progress_ == nullptr;
+  if (lent && static_cast<int>(lent_spans_.size()) >= kMaxLentChunks) {
+    return absl::InvalidArgumentError(StrCat("more than ", kMaxLentChunks,
+                                             " shm_data chunks on one WriteLeaves call; "
+                                             "nothing written"));
   }
   auto resolved = ResolveShmSpan(ctx_, regions_, span);
   if (!resolved.ok()) return resolved.status();
   auto piece = OnData(std::string_view(resolved->data, resolved->size), /*lent=*/true);
   if (!piece.ok()) return piece.status();
-  data_lent_ = false;  // not held to the call's end: borrowed until the next Next()
-  borrowed_ = *std::move(resolved);
+  if (lent) {
+    lent_spans_.push_back(*std::move(resolved));
+  } else {
+    data_lent_ = false;  // not held to the call's end: borrowed until the next Next()
+    borrowed_ = *std::move(resolved);
+  }
   return piece;
 }
 

@@ -60,7 +60,8 @@ class WriteStream {
  public:
   // `regions`: the lent regions a SmallWrite's or a shm_data chunk's spans
   // name (null: none). `progress`: WriteLeavesShared's answers, where each
-  // shm_data chunk is released; null on WriteLeaves, which refuses them.
+  // shm_data chunk is released; null on WriteLeaves, whose shm_data chunks
+  // (at most kMaxLentChunks) are lent: held to the call's end.
   WriteStream(grpc::ServerContext* ctx, grpc::internal::ReaderInterface<v1::WriteChunk>* reader,
               StreamGuard::Lease& lease, const ServiceLimits& limits,
               const shm::RegionTable* regions,
@@ -92,8 +93,9 @@ class WriteStream {
   const Header& header() const { return header_; }
   std::string_view data() const { return data_; }
   // True if data() lies in a region the client lent: valid and unchanged
-  // until the call ends, and handed on whole, one piece per leaf (a
-  // chunk's 1 MiB bound is for what a message carries).
+  // until the call ends (a SmallWrite's span, handed on whole, or a
+  // shm_data chunk on WriteLeaves; a chunk's 1 MiB bound is for what a
+  // message carries).
   bool data_lent() const { return data_lent_; }
   // True if data() is a shm_data chunk: valid only until the next call of
   // Next(), which first tells the client it may reuse the chunk's span
@@ -104,6 +106,10 @@ class WriteStream {
   std::string TakeData();
   // Leaves begun so far.
   int leaves() const { return leaves_; }
+
+  // The most shm_data chunks one WriteLeaves call may lend (each is held
+  // to the call's end).
+  static constexpr int kMaxLentChunks = 64;
 
  private:
   absl::Status CurrentLeafComplete() const;
@@ -140,6 +146,8 @@ class WriteStream {
   // The SmallWrite's leaves' spans, resolved by Begin (empty for a leaf
   // inline): they keep lent regions mapped while their bytes are used.
   std::vector<shm::Span> small_spans_;
+  // WriteLeaves' shm_data chunks, lent: kept mapped to the call's end.
+  std::vector<shm::Span> lent_spans_;
   Header header_;
   int leaves_ = 0;
   int64_t leaf_received_ = 0;  // bytes of the current leaf so far

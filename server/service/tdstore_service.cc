@@ -161,6 +161,7 @@ grpc::Status TdStoreService::GetServerInfo(grpc::ServerContext* ctx,
       resp->add_capabilities(kSharedMemoryCapability);
       resp->add_capabilities(kSharedMemoryChunksCapability);
       resp->add_capabilities(kSharedMemoryReadChunksCapability);
+      resp->add_capabilities(kSharedMemoryLentChunksCapability);
       if (shm_loopback_) resp->add_capabilities(kSharedMemoryLoopbackCapability);
       resp->set_shm_socket(shm_socket_);
     }
@@ -473,6 +474,7 @@ absl::Status TdStoreService::WriteWhole(WriteStream& stream, const v1::WriteBegi
   if (!write.ok()) return write.status();
   store::LeafWrite& w = **write;
   if (begin.refuse_if_locked()) w.RefuseIfLocked();
+  if (begin.leaf_count() > 0) w.ExpectLeaves(begin.leaf_count());
   // Any early return destroys the write, which aborts it: nothing becomes
   // visible and the blocks written so far are deleted.
   for (;;) {

@@ -25,6 +25,7 @@ class BufferedLeafWrite final : public LeafWrite {
   // the write it appends to aborts.
 
   void RefuseIfLocked() override { write_->RefuseIfLocked(); }
+  void ExpectLeaves(int count) override { write_->ExpectLeaves(count); }
 
   absl::Status BeginLeaf(const LeafPath& path, const LeafRecord& record,
                          int64_t byte_size) override {

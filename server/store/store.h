@@ -58,6 +58,12 @@ class LeafWrite {
   // From now on a locked dict refuses this write whatever it writes, not
   // only new and reshaped leaves (WriteBegin.refuse_if_locked).
   virtual void RefuseIfLocked() = 0;
+  // The number of leaves the caller says the write carries, before the
+  // first (WriteBegin.leaf_count; the service refuses a stream that
+  // carries another number). A store may pass a write it knows to be of
+  // one leaf on to its back end while the bytes still arrive. Ignored by
+  // default.
+  virtual void ExpectLeaves(int /*count*/) {}
   // Starts the next leaf, of `record`'s dtype, shape, kind and one value
   // (its generation is ignored), `byte_size` bytes. The previous leaf must
   // be complete. Checks the leaf and the quotas before anything of it is

@@ -872,21 +872,28 @@ TEST_F(E2eSharedMemorySpans, ChunksThatCannotBeUsedApplyNothing) {
     bool unknown_region;
     bool after_a_good_chunk = false;
   };
-  const std::vector<Case> cases = {
-      {"on WriteLeaves", true, Span(token, 0, kHalf), grpc::StatusCode::INVALID_ARGUMENT, false},
-      {"a forged token", false, Span(std::string(16, 'f'), 0, kHalf),
-       grpc::StatusCode::FAILED_PRECONDITION, true},
-      {"past the region's end", false, Span(token, (1 << 20) - 100, kHalf),
-       grpc::StatusCode::OUT_OF_RANGE, false},
-      {"a negative offset", false, Span(token, -kHalf, kHalf), grpc::StatusCode::OUT_OF_RANGE,
-       false},
-      {"no bytes", false, Span(token, 0, 0), grpc::StatusCode::INVALID_ARGUMENT, false},
-      {"past the leaf's bytes", false, Span(token, 0, 2 * kHalf + 1),
-       grpc::StatusCode::INVALID_ARGUMENT, false},
-      {"past the leaf's bytes, after a good chunk", false, Span(token, 0, kHalf + 1),
-       grpc::StatusCode::INVALID_ARGUMENT, false, true},
-  };
-  for (const Case& c : cases) {
+  // Each on WriteLeavesShared (chunks borrowed) and on WriteLeaves (lent
+  // to the call's end, protocol revision 7).
+  std::vector<Case> cases;
+  for (const bool on_write_leaves : {false, true}) {
+    const std::vector<Case> each = {
+        {"a forged token", on_write_leaves, Span(std::string(16, 'f'), 0, kHalf),
+         grpc::StatusCode::FAILED_PRECONDITION, true},
+        {"past the region's end", on_write_leaves, Span(token, (1 << 20) - 100, kHalf),
+         grpc::StatusCode::OUT_OF_RANGE, false},
+        {"a negative offset", on_write_leaves, Span(token, -kHalf, kHalf),
+         grpc::StatusCode::OUT_OF_RANGE, false},
+        {"no bytes", on_write_leaves, Span(token, 0, 0), grpc::StatusCode::INVALID_ARGUMENT,
+         false},
+        {"past the leaf's bytes", on_write_leaves, Span(token, 0, 2 * kHalf + 1),
+         grpc::StatusCode::INVALID_ARGUMENT, false},
+        {"past the leaf's bytes, after a good chunk", on_write_leaves, Span(token, 0, kHalf + 1),
+         grpc::StatusCode::INVALID_ARGUMENT, false, true},
+    };
+    cases.insert(cases.end(), each.begin(), each.end());
+  }
+  for (Case c : cases) {
+    if (c.on_write_leaves) c.name += " (WriteLeaves)";
     grpc::ClientContext context;
     v1::WriteChunk chunk;
     chunk.mutable_begin()->set_dict(name_);
@@ -939,6 +946,100 @@ TEST_F(E2eSharedMemorySpans, ChunksThatCannotBeUsedApplyNothing) {
       EXPECT_EQ(keys_after, keys_before) << c.name << ": a refused chunk wrote something";
     }
   }
+}
+
+// shm_data chunks on WriteLeaves (protocol revision 7) are lent: each
+// stays the client's to keep unchanged until the call ends, so tdstored
+// may pass them on to Redis as they come (a write of one leaf is sent
+// ahead). Random leaves cut into random chunks read back as written; a
+// call of more than WriteStream::kMaxLentChunks chunks, or one the client
+// breaks off half-way, applies nothing, and the next write still works.
+TEST_F(E2eSharedMemorySpans, LentChunksOnWriteLeavesWriteWholeOrNothing) {
+  const std::string token = arena_->token();
+  core::Dict dict = core::Client(DaemonAddress()).open(name_);
+  std::mt19937 random(17);
+  auto header_chunk = [&](int64_t width) {
+    v1::WriteChunk chunk;
+    v1::LeafHeader* header = chunk.mutable_header();
+    header->mutable_path()->add_components("x");
+    header->set_dtype(v1::UINT8);
+    header->add_shape(256);
+    header->add_shape(width);
+    header->set_byte_size(256 * width);
+    return chunk;
+  };
+  auto begin_chunk = [&] {
+    v1::WriteChunk chunk;
+    chunk.mutable_begin()->set_dict(name_);
+    chunk.mutable_begin()->set_leaf_count(1);
+    return chunk;
+  };
+  std::vector<char> last;  // the leaf as last written
+  for (int round = 0; round < 12; ++round) {
+    const int64_t width = 1 + random() % 3000;
+    const int64_t bytes = 256 * width;
+    core::ShmArena::Span span = arena_->Take(static_cast<size_t>(bytes));
+    ASSERT_TRUE(span);
+    for (int64_t i = 0; i < bytes; ++i) span.data()[i] = static_cast<char>(random());
+    std::vector<int64_t> cuts = {0, bytes};
+    for (int k = random() % 6; k > 0; --k) cuts.push_back(1 + random() % (bytes - 1));
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    const bool broken_off = round % 3 == 2 && cuts.size() > 2;
+    grpc::ClientContext context;
+    v1::WriteLeavesResponse response;
+    auto writer = stub_->WriteLeaves(&context, &response);
+    ASSERT_TRUE(writer->Write(begin_chunk()));
+    ASSERT_TRUE(writer->Write(header_chunk(width)));
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      if (broken_off && i == 1) break;
+      v1::WriteChunk chunk;
+      *chunk.mutable_shm_data() = Span(token, span.offset() + cuts[i], cuts[i + 1] - cuts[i]);
+      ASSERT_TRUE(writer->Write(chunk));
+    }
+    if (broken_off) {
+      context.TryCancel();
+      EXPECT_FALSE(writer->Finish().ok());
+    } else {
+      writer->WritesDone();
+      grpc::Status status = writer->Finish();
+      ASSERT_TRUE(status.ok()) << "round " << round << ": " << status.error_message();
+      last.assign(span.data(), span.data() + bytes);
+    }
+    Bytes got;
+    dict.read({}, got);
+    if (last.empty()) {
+      EXPECT_EQ(got.size(), 0u) << "round " << round;
+    } else {
+      EXPECT_EQ(got.at("x"), last) << "round " << round;
+    }
+  }
+
+  // One chunk past the limit: refused, nothing applied.
+  const int chunks = 64 + 1;  // tdstored's WriteStream::kMaxLentChunks, and one more
+  core::ShmArena::Span span = arena_->Take(static_cast<size_t>(chunks));
+  ASSERT_TRUE(span);
+  grpc::ClientContext context;
+  v1::WriteLeavesResponse response;
+  auto writer = stub_->WriteLeaves(&context, &response);
+  writer->Write(begin_chunk());
+  v1::WriteChunk header = header_chunk(1);
+  header.mutable_header()->set_byte_size(chunks);
+  header.mutable_header()->set_shape(1, 1);
+  header.mutable_header()->set_shape(0, chunks);
+  writer->Write(header);
+  for (int i = 0; i < chunks; ++i) {
+    v1::WriteChunk chunk;
+    *chunk.mutable_shm_data() = Span(token, span.offset() + i, 1);
+    if (!writer->Write(chunk)) break;
+  }
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  Bytes got;
+  dict.read({}, got);
+  EXPECT_EQ(got.size(), last.empty() ? 0u : 1u);
+  if (!last.empty()) EXPECT_EQ(got.at("x"), last);
 }
 
 // A client lending 2 MiB offers reply spans of at most 1 MiB: a larger

@@ -650,6 +650,12 @@ class WindowWatchingClient final : public redis::RedisClient {
       if (real_->outstanding() >= window_) ++*overflows_;
       return real_->Send(key, argv);
     }
+    absl::Status SendOpen(std::string_view key, absl::Span<const std::string_view> head,
+                          int64_t value_bytes, absl::Span<const std::string_view> tail) override {
+      if (real_->outstanding() >= window_) ++*overflows_;
+      return real_->SendOpen(key, head, value_bytes, tail);
+    }
+    absl::Status SendValue(std::string_view bytes) override { return real_->SendValue(bytes); }
     absl::Status Flush() override { return real_->Flush(); }
     absl::StatusOr<redis::Reply> Receive() override { return real_->Receive(); }
     int outstanding() const override { return real_->outstanding(); }

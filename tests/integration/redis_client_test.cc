@@ -551,6 +551,75 @@ TEST_F(RedisClientTest, LargeArgumentsWrittenDirectlyKeepTheirOrder) {
   EXPECT_FALSE((*conn)->broken());
 }
 
+// A command whose value is sent in pieces (Connection::AppendOpen) stores
+// every byte of it, for random values, cuts and tails, between ordinary
+// commands that keep their order; until its last byte the connection
+// refuses anything else. A pipeline dropped half-way through a value
+// inside MULTI closes its connection: Redis ran none of the transaction,
+// and the pool hands out a clean connection after it.
+TEST_F(RedisClientTest, AValueSentInPiecesArrivesWholeOrNotAtAll) {
+  absl::StatusOr<std::unique_ptr<Connection>> conn =
+      Connection::Open(MustParse(server_->url()), FastOptions());
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  std::mt19937 rng(33);
+  for (int round = 0; round < 40; ++round) {
+    const std::string key = Key("v" + std::to_string(round));
+    const size_t n = 1 + rng() % (rng() % 2 ? 3000000 : 2000);
+    const std::string value = Pattern(n, round);
+    const bool nx = rng() % 2 == 0;
+    ASSERT_TRUE((*conn)->Append({"ECHO", "before"}).ok());
+    ASSERT_TRUE((*conn)
+                    ->AppendOpen({"SET", key}, static_cast<int64_t>(n),
+                                 nx ? std::vector<std::string_view>{"NX"}
+                                    : std::vector<std::string_view>{})
+                    .ok());
+    size_t at = 0;
+    while (at < n) {
+      EXPECT_TRUE((*conn)->mid_command());
+      EXPECT_EQ((*conn)->Append({"ECHO", "x"}).code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ((*conn)->GetReply().status().code(), absl::StatusCode::kFailedPrecondition);
+      const size_t take = std::min(n - at, 1 + static_cast<size_t>(rng() % (n / 3 + 1)));
+      ASSERT_TRUE((*conn)->AppendValue(std::string_view(value).substr(at, take)).ok());
+      at += take;
+    }
+    EXPECT_FALSE((*conn)->mid_command());
+    EXPECT_EQ((*conn)->AppendValue("x").code(), absl::StatusCode::kInvalidArgument);
+    ASSERT_TRUE((*conn)->Append({"GET", key}).ok());
+    ASSERT_EQ((*conn)->pending(), 3);
+    EXPECT_EQ((*conn)->GetReply()->str(), "before");
+    absl::StatusOr<Reply> set = (*conn)->GetReply();
+    ASSERT_TRUE(set.ok()) << set.status();
+    EXPECT_EQ(set->str(), "OK");
+    absl::StatusOr<Reply> got = (*conn)->GetReply();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->str(), value) << "round " << round;
+  }
+  EXPECT_FALSE((*conn)->broken());
+
+  // Dropped half-way, inside MULTI: nothing ran, and the next pipeline the
+  // pool gives is not in a transaction.
+  const std::string key = Key("dropped"), other = Key("queued");
+  const std::string value = Pattern(1 << 20, 7);
+  {
+    absl::StatusOr<std::unique_ptr<Pipeline>> pipe = client_->NewPipeline(8);
+    ASSERT_TRUE(pipe.ok());
+    ASSERT_TRUE((*pipe)->Send(key, {"MULTI"}).ok());
+    ASSERT_TRUE((*pipe)->Send(key, {"SET", other, "1"}).ok());
+    ASSERT_TRUE((*pipe)->SendOpen(key, {"SET", key}, static_cast<int64_t>(value.size()), {}).ok());
+    ASSERT_TRUE((*pipe)->SendValue(std::string_view(value).substr(0, value.size() / 2)).ok());
+    EXPECT_EQ((*pipe)->Send(key, {"EXEC"}).code(), absl::StatusCode::kFailedPrecondition);
+  }
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::unique_ptr<Pipeline>> pipe = client_->NewPipeline(8);
+    ASSERT_TRUE(pipe.ok());
+    ASSERT_TRUE((*pipe)->Send(key, {"EXISTS", key, other}).ok());
+    absl::StatusOr<Reply> exists = (*pipe)->Receive();
+    ASSERT_TRUE(exists.ok()) << exists.status();
+    ASSERT_TRUE(exists->is_integer()) << exists->str();  // not +QUEUED
+    EXPECT_EQ(exists->integer(), 0);
+  }
+}
+
 // Small commands queued past Connection::kWriteAtBytes are written as they
 // come, not held until a reply is asked for: Redis has applied the first
 // of them while none of their replies has been read. A MULTI of many

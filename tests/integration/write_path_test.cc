@@ -546,5 +546,109 @@ TEST_F(WritePathTest, ABrokenWriteLeavesNothingVisibleNorBehind) {
   }
 }
 
+// A write said to be of one leaf (ExpectLeaves), whose bytes come lent in
+// pieces, is sent ahead: Redis holds its transaction open (MULTI) before
+// the last piece comes. On random leaves, parts and pieces it commits
+// whole and reads back; broken off half-way it leaves nothing, not even
+// an open transaction; with its generation found taken, the dict changed
+// meanwhile, or a second leaf after all, it still commits what was asked,
+// from the bytes it held.
+TEST_F(WritePathTest, AOneLeafWriteSentAheadCommitsWholeOrNotAtAll) {
+  if (redis_->cluster() != nullptr) GTEST_SKIP() << "a cluster writes stepwise";
+  a_->RetireInBackground();
+  auto created = a_->CreateDict("d", {40}, 8, 96);  // 5 blocks, parts of <= 96 bytes
+  ASSERT_TRUE(created.ok());
+  const DictRef ref("d", created->meta.id);
+  const std::string meta = ns_ + ":{" + std::string(ref.id) + "}:meta";
+  // Connections in a transaction (CLIENT LIST's multi=N, N >= 0).
+  auto open_transactions = [&] {
+    const std::string list = redis_->Command({"CLIENT", "LIST"}).at(0);
+    int open = 0;
+    for (size_t at = list.find(" multi="); at != std::string::npos;
+         at = list.find(" multi=", at + 1)) {
+      if (list.compare(at + 7, 2, "-1") != 0) ++open;
+    }
+    return open;
+  };
+  std::mt19937 rng(5);
+  std::map<std::string, std::string> expected;
+  ASSERT_TRUE(Write(a_.get(), ref, {"x"}, {40, 3}, RandomBytes(120, 1)).ok());
+  expected["x"] = RandomBytes(120, 1);
+  for (int round = 0; round < 40; ++round) {
+    const int mode = round % 5;
+    SCOPED_TRACE("round " + std::to_string(round) + ", mode " + std::to_string(mode));
+    ASSERT_TRUE(Eventually([&] { return PendingCount(std::string(ref.id)) == "0"; }));
+    const std::vector<std::string> before = DataKeys();
+    const int64_t width = 1 + rng() % 40;
+    const std::string bytes = RandomBytes(static_cast<size_t>(40 * width), rng());
+    std::vector<size_t> cuts = {0, bytes.size()};
+    for (int k = 1 + rng() % 5; k > 0; --k) cuts.push_back(1 + rng() % (bytes.size() - 1));
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    auto txn = WriteTxn::Begin(a_.get(), ref);
+    ASSERT_TRUE(txn.ok());
+    (*txn)->ExpectLeaves(1);
+    ASSERT_TRUE((*txn)->BeginLeaf({"x"}, DType::kUInt8, {40, width}, bytes.size()).ok());
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      ASSERT_TRUE(
+          (*txn)->AppendLent(std::string_view(bytes).substr(cuts[i], cuts[i + 1] - cuts[i])).ok());
+      if (i == 0) {
+        EXPECT_EQ(open_transactions(), 1) << "not sent ahead";
+        if (mode == 1) break;
+      }
+      if (i == 0 && mode == 2) redis_->Command({"HINCRBY", meta, "next_gen", "1000"});
+      if (i == 0 && mode == 3) {
+        const std::string y = RandomBytes(40, rng());
+        ASSERT_TRUE(Write(b_.get(), DictRef("d"), {"y"}, {40}, y).ok());
+        expected["y"] = y;
+      }
+    }
+    if (mode == 1) {
+      txn->reset();  // the stream broke: aborted
+      EXPECT_TRUE(Eventually([&] { return open_transactions() == 0; }));
+      EXPECT_EQ(DataKeys(), before);
+      EXPECT_EQ(*Read(a_.get(), "d", {"x"}), expected["x"]);
+      continue;
+    }
+    const std::string z = RandomBytes(40 * 2, rng());
+    if (mode == 4) {
+      ASSERT_TRUE((*txn)->BeginLeaf({"z"}, DType::kUInt8, {40, 2}, z.size()).ok());
+      ASSERT_TRUE((*txn)->AppendLent(z).ok());
+      expected["z"] = z;
+    }
+    auto committed = (*txn)->Commit();
+    ASSERT_TRUE(committed.ok()) << committed.status();
+    expected["x"] = bytes;
+    EXPECT_EQ(open_transactions(), 0);
+    for (const auto& [name, want] : expected) {
+      EXPECT_EQ(*Read(a_.get(), "d", {name}), want) << name;
+    }
+    if (mode == 2) {
+      const int64_t gen = a_->LoadDict("d")->Find({"x"})->record.generation;
+      EXPECT_GT(gen, 1000) << "committed on the generation found taken";
+    }
+  }
+  // Only the leaves' own parts stay, counted once; nothing held aside.
+  ASSERT_TRUE(Eventually([&] { return PendingCount(std::string(ref.id)) == "0"; }));
+  auto schema = a_->LoadDict("d");
+  ASSERT_TRUE(schema.ok());
+  std::vector<std::string> parts;
+  for (const auto& [_, leaf] : schema->leaves) {
+    auto layout = schema->Layout(leaf.record);
+    ASSERT_TRUE(layout.ok());
+    for (int64_t b = 0; b < layout->block_count(); ++b) {
+      for (int64_t p = 0; p < layout->part_count(b); ++p) {
+        parts.push_back(a_->keys().BlockPart(ref.id, b, leaf.record.generation, p));
+      }
+    }
+  }
+  std::sort(parts.begin(), parts.end());
+  EXPECT_EQ(DataKeys(), parts);
+  EXPECT_EQ(UsedBytes(), schema->StoredBytes());
+  for (const std::string& key : Keys()) {
+    EXPECT_EQ(key.find("at_once"), std::string::npos) << key;
+  }
+}
+
 }  // namespace
 }  // namespace tdstore::store

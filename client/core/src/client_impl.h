@@ -77,6 +77,9 @@ struct Client::Impl {
   struct ShmRings {
     bool write = false;  // WriteLeavesShared (capability shared_memory_chunks)
     bool read = false;   // ReadLeavesShared (capability shared_memory_read_chunks)
+    // WriteLeaves with shm_data chunks lent to the call's end (capability
+    // shared_memory_lent_chunks): one span, copied into and sent in pieces.
+    bool lent_chunks = false;
   };
   std::shared_ptr<ShmArena> SharedMemory(ShmRings* rings = nullptr) const;
   // Stops using `arena` (if it is still the current one): its call ended

@@ -78,6 +78,7 @@ std::shared_ptr<ShmArena> Client::Impl::SharedMemory(ShmRings* rings) const {
       shm_next_try = {};
       shm_rings.write = named(kSharedMemoryChunksCapability);
       shm_rings.read = named(kSharedMemoryReadChunksCapability);
+      shm_rings.lent_chunks = named(kSharedMemoryLentChunksCapability);
       if (rings != nullptr) *rings = shm_rings;
       return shm_arena;
     }
