@@ -408,10 +408,14 @@ absl::Status WriteTxn::AppendGiven(std::string_view data, std::string* owned, Gi
   };
   // Windows of at most window_bytes, except that a whole part in hand goes
   // as one SET however large (up to kMaxWholePartSetBytes). Lent bytes come
-  // a leaf at a time (LeafWrite::AppendLent), and Redis then takes each part
-  // as the seed's SET does: one command whose argument becomes the value.
-  // In windows it would size the part (a zero-fill) and copy every window
-  // in (a 2.5 MiB leaf: 4 SETRANGEs, 156 us of Redis against one SET).
+  // a leaf at a time from a SmallWrite (LeafWrite::AppendLent), and Redis
+  // then takes each part as the seed's SET does: one command whose argument
+  // becomes the value. In windows it would size the part (a zero-fill) and
+  // copy every window in (a 2.5 MiB leaf: 4 SETRANGEs, 156 us of Redis
+  // against one SET). Lent chunks (a leaf copied and sent in pieces) go in
+  // windows where a piece ends inside a part: on a cluster that still beat
+  // waiting for the last piece (docs/benchmarks.md, *A one-leaf write sent
+  // ahead*).
   // Sent from the caller's memory either way (Connection::WriteDirect).
   cur.layout.ForEachSegment(
       cur.written, size, std::min(std::max(size, window_bytes), kMaxWholePartSetBytes),
