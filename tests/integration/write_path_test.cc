@@ -106,6 +106,26 @@ class WritePathTest : public RedisSuiteTest {
     return out;
   }
 
+  // The data keys are exactly the parts of the leaves of dict "d" (ref)
+  // as a_ loads it, and used_bytes counts them once.
+  void ExpectOnlyTheLeavesOwnParts(const DictRef& ref) {
+    auto schema = a_->LoadDict("d");
+    ASSERT_TRUE(schema.ok());
+    std::vector<std::string> parts;
+    for (const auto& [_, leaf] : schema->leaves) {
+      auto layout = schema->Layout(leaf.record);
+      ASSERT_TRUE(layout.ok());
+      for (int64_t b = 0; b < layout->block_count(); ++b) {
+        for (int64_t p = 0; p < layout->part_count(b); ++p) {
+          parts.push_back(a_->keys().BlockPart(ref.id, b, leaf.record.generation, p));
+        }
+      }
+    }
+    std::sort(parts.begin(), parts.end());
+    EXPECT_EQ(DataKeys(), parts);
+    EXPECT_EQ(UsedBytes(), schema->StoredBytes());
+  }
+
   // Polls `done` until it holds or 20 s pass; whether it held.
   template <typename Done>
   static bool Eventually(Done done) {
@@ -289,21 +309,7 @@ TEST_F(WritePathTest, ASmallWriteGoesAtOnceOnAStandaloneRedis) {
   if (standalone) EXPECT_EQ(::tdstore::testing::CommandCalls(*redis_, "hincrby") - hincrby, 12);
   // The replaced generations go; only each leaf's own parts stay.
   ASSERT_TRUE(Eventually([&] { return PendingCount(std::string(ref.id)) == "0"; }));
-  auto schema = a_->LoadDict("d");
-  ASSERT_TRUE(schema.ok());
-  std::vector<std::string> parts;
-  for (const auto& [_, leaf] : schema->leaves) {
-    auto layout = schema->Layout(leaf.record);
-    ASSERT_TRUE(layout.ok());
-    for (int64_t b = 0; b < layout->block_count(); ++b) {
-      for (int64_t p = 0; p < layout->part_count(b); ++p) {
-        parts.push_back(a_->keys().BlockPart(ref.id, b, leaf.record.generation, p));
-      }
-    }
-  }
-  std::sort(parts.begin(), parts.end());
-  EXPECT_EQ(DataKeys(), parts);
-  EXPECT_EQ(UsedBytes(), schema->StoredBytes());
+  ExpectOnlyTheLeavesOwnParts(ref);
 }
 
 // A write held for the at-once path while another daemon changes the dict:
@@ -634,21 +640,7 @@ TEST_F(WritePathTest, AOneLeafWriteSentAheadCommitsWholeOrNotAtAll) {
   }
   // Only the leaves' own parts stay, counted once; nothing held aside.
   ASSERT_TRUE(Eventually([&] { return PendingCount(std::string(ref.id)) == "0"; }));
-  auto schema = a_->LoadDict("d");
-  ASSERT_TRUE(schema.ok());
-  std::vector<std::string> parts;
-  for (const auto& [_, leaf] : schema->leaves) {
-    auto layout = schema->Layout(leaf.record);
-    ASSERT_TRUE(layout.ok());
-    for (int64_t b = 0; b < layout->block_count(); ++b) {
-      for (int64_t p = 0; p < layout->part_count(b); ++p) {
-        parts.push_back(a_->keys().BlockPart(ref.id, b, leaf.record.generation, p));
-      }
-    }
-  }
-  std::sort(parts.begin(), parts.end());
-  EXPECT_EQ(DataKeys(), parts);
-  EXPECT_EQ(UsedBytes(), schema->StoredBytes());
+  ExpectOnlyTheLeavesOwnParts(ref);
   for (const std::string& key : Keys()) {
     EXPECT_EQ(key.find("at_once"), std::string::npos) << key;
   }
