@@ -171,7 +171,9 @@ void WriteTxn::SendAhead(std::string_view data) {
     ahead_ = *std::move(pipe);
     ahead_bytes_ = 0;
   }
-  if (ahead_bytes_ != from) return;  // cannot happen: the pieces come in order
+  // A piece that was not lent (held as a copy) came between: what went
+  // ahead stays short of the leaf, and Commit sends the write whole.
+  if (ahead_bytes_ != from) return;
   // Each part's SET opens at its first byte; the value's last byte ends it.
   const int64_t to = leaf.written;
   const int64_t gen = leaf.leaf.record.generation;
