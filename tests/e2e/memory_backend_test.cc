@@ -29,9 +29,11 @@ TEST(E2eMemoryBackend, ServesARoundTripWithoutRedis) {
   DaemonProcess daemon;
   // No --redis, and a redis-server that cannot start: only the memory
   // backend gets this daemon ready.
-  ASSERT_TRUE(
-      daemon.Start({"--backend", "memory", "--redis-server-bin", "/nonexistent/redis-server"})
-          .ok())
+  // A unix socket too, for the shared-memory path (loopback clients lend).
+  ASSERT_TRUE(daemon
+                  .Start({"--backend", "memory", "--redis-server-bin", "/nonexistent/redis-server",
+                          "--unix-socket", daemon.dir() + "/td.sock"})
+                  .ok())
       << daemon.LogTail();
   core::Client client(daemon.address());
   core::Dict td = client.create("replay", {6});
@@ -62,6 +64,20 @@ TEST(E2eMemoryBackend, ServesARoundTripWithoutRedis) {
   other.open("replay").read({"obs"}, again);
   ASSERT_EQ(again.bytes.size(), 1u);
   EXPECT_EQ(again.bytes[0], whole.bytes[0]);
+
+  // A large leaf through shared memory (this client is on loopback): one
+  // leaf of 1 MiB or more goes in lent pieces, which the memory store
+  // takes as any bytes.
+  std::vector<float> big(6 * 100000);
+  std::iota(big.begin(), big.end(), 1.0f);
+  td.write({{"big", DType::kFloat32, {6, 100000}, big.data(),
+             static_cast<int64_t>(big.size() * sizeof(float))}});
+  EXPECT_TRUE(client.shares_memory());
+  Leaves large;
+  other.open("replay").read({"big"}, large);
+  ASSERT_EQ(large.bytes.size(), 1u);
+  ASSERT_EQ(large.bytes[0].size(), big.size() * sizeof(float));
+  EXPECT_EQ(std::memcmp(large.bytes[0].data(), big.data(), large.bytes[0].size()), 0);
 
   EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();
 }
