@@ -197,6 +197,12 @@ std::vector<Setting> Settings() {
          c.redis_password = v;
          return absl::OkStatus();
        }},
+      Text("redis-local-congestion",
+           "TCP congestion control of the connections to a Redis on this host (loopback, or "
+           "this host's own address), where the host's default may pace what is sent (bbr) "
+           "although nothing is congested; empty: the host's default. Connections to other "
+           "hosts always keep it",
+           &DaemonConfig::redis_local_congestion),
       Text("redis-server-bin",
            "redis-server binary for the embedded default (redis-server: the one beside tdstored "
            "if there is one, as a wheel installs it, else from PATH)",

@@ -56,6 +56,9 @@ struct DaemonConfig {
   // Overrides the URL's password; from --redis-password-file or
   // TDSTORE_REDIS_PASSWORD. Never logged.
   std::string redis_password;
+  // TCP congestion control of tdstored's connections to a Redis on this
+  // host (redis/local_tcp.h); empty: the host's default.
+  std::string redis_local_congestion = "reno";
   // Embedded redis-server: binary and persistence directory.
   std::string redis_server_bin = "redis-server";
   std::string data_dir;

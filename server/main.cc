@@ -27,6 +27,7 @@
 #include "server/metrics/call_interceptor.h"
 #include "server/metrics/prometheus_metrics.h"
 #include "server/redis/embedded_redis.h"
+#include "server/redis/local_tcp.h"
 #include "server/redis/make_client.h"
 #include "server/redis/reply_objects.h"
 #include "server/service/tdstore_service.h"
@@ -207,6 +208,14 @@ int Run(int argc, char** argv) {
   if (!in_memory) {
     redis::ConnectOptions connect_options;
     connect_options.events = metrics_owner.get();  // null: no metrics
+    connect_options.local_congestion = config->redis_local_congestion;
+    if (!connect_options.local_congestion.empty()) {
+      absl::Status allowed = redis::CheckCongestionControl(connect_options.local_congestion);
+      if (!allowed.ok()) {
+        LogError("--redis-local-congestion: " + std::string(allowed.message()));
+        return 2;
+      }
+    }
     auto made = redis::MakeRedisClient(
         redis_url, embedded ? std::string() : config->redis_password, connect_options);
     if (!made.ok()) {

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "common/str_cat.h"
+#include "server/redis/local_tcp.h"
 #include "server/redis/reply_objects.h"
 
 namespace tdstore::redis {
@@ -159,6 +160,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Connect(const RedisAddre
     // Detects a peer that vanished without closing (host down, network
     // partition) on idle pooled connections. Best effort.
     redisEnableKeepAlive(ctx);
+    if (!options.local_congestion.empty() && PeerIsThisHost(ctx->fd)) {
+      SetCongestionControl(ctx->fd, options.local_congestion).IgnoreError();
+    }
   }
 
   if (!address.password.empty()) {
@@ -403,6 +407,13 @@ absl::Status Connection::WaitReplicas(int replicas, std::chrono::milliseconds ti
                                   " replicas confirmed the write within " + ms + " ms");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Connection::TcpCongestion() const {
+  if (ctx_->connection_type != REDIS_CONN_TCP) {
+    return absl::FailedPreconditionError("not a TCP connection");
+  }
+  return CongestionControl(ctx_->fd);
 }
 
 bool Connection::ClosedByPeer() const {

@@ -39,6 +39,12 @@ struct ConnectOptions {
   // (redis_events.h); null: nobody is. Not owned; must outlive every
   // connection opened with these options.
   RedisEvents* events = nullptr;
+  // TCP congestion control of a connection to a Redis on this host
+  // (local_tcp.h says why; PeerIsThisHost says what counts as this host).
+  // Empty: the host's default. A connection to another host, or through a
+  // unix socket, is never changed. Best effort, as keep-alive is: the
+  // daemon checks the name once at launch (CheckCongestionControl).
+  std::string local_congestion = "reno";
 };
 
 class Connection {
@@ -95,6 +101,11 @@ class Connection {
   bool mid_command() const { return value_left_ > 0; }
 
   bool broken() const { return broken_; }
+
+  // The TCP congestion control this connection sends with
+  // (ConnectOptions::local_congestion). FAILED_PRECONDITION through a unix
+  // socket. For tests and diagnostics.
+  absl::StatusOr<std::string> TcpCongestion() const;
 
   // For an idle connection (nothing pending): whether the server closed it
   // (restart, failover, idle timeout) or sent something unasked. Either way

@@ -1,6 +1,10 @@
 #include "tests/bench/raw_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -118,6 +122,20 @@ absl::StatusOr<redisContext*> RawRedis::Open(const std::string& host, int port,
     std::string err = ctx->errstr;
     redisFree(ctx);
     return absl::UnavailableError(host + ":" + std::to_string(port) + ": " + err);
+  }
+  // The ideal on this host's transport: a loopback connection without the
+  // pacing a BBR default adds (tdstored does the same by default,
+  // server/redis/local_tcp.h; written apart here, as the rest of the file).
+  if (port != 0) {
+    sockaddr_storage peer{};
+    socklen_t len = sizeof(peer);
+    const bool loopback =
+        getpeername(ctx->fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 &&
+        ((peer.ss_family == AF_INET &&
+          (ntohl(reinterpret_cast<sockaddr_in&>(peer).sin_addr.s_addr) >> 24) == 127) ||
+         (peer.ss_family == AF_INET6 &&
+          IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<sockaddr_in6&>(peer).sin6_addr)));
+    if (loopback) setsockopt(ctx->fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
   }
   // Keep the reader's buffer between replies instead of freeing it whenever
   // it empties (hiredis' default for buffers over 16 KiB): a client moving

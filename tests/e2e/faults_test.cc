@@ -31,6 +31,7 @@
 #include "server/redis/cluster_slot.h"
 #include "tdstore/client.h"
 #include "tests/e2e/e2e_env.h"
+#include "tests/e2e/expect_error.h"
 #include "tests/e2e/health_probe.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/redis_cluster.h"
@@ -341,6 +342,37 @@ TEST(E2eRedisFaults, RedisDownAtStartIsNotServingUntilItAnswers) {
     EXPECT_TRUE(client.server_info().redis_ok);
   }
   EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();
+}
+
+// --redis-local-congestion (server/redis/local_tcp.h): a name the kernel
+// refuses stops the launch with one clear line, before any connection;
+// reno (the default) and empty (the host's own) both serve.
+TEST(E2eRedisConfig, LocalCongestionIsCheckedAtLaunch) {
+  for (const std::string& name : std::vector<std::string>{"no-such-cc", "x y"}) {
+    DaemonProcess daemon;
+    absl::Status started = daemon.Start(
+        {"--redis", SharedRedis().url(), "--namespace", "cc", "--redis-local-congestion", name},
+        std::chrono::seconds(10));
+    ASSERT_FALSE(started.ok()) << "tdstored started with congestion control '" << name << "'";
+    EXPECT_TRUE(Contains(std::string(started.message()), "exited with status 2")) << started;
+    EXPECT_TRUE(Contains(std::string(started.message()),
+                         "--redis-local-congestion: TCP congestion control '" + name + "'"))
+        << started;
+  }
+  for (const std::string& name : std::vector<std::string>{"reno", ""}) {
+    DaemonProcess daemon;
+    ASSERT_TRUE(daemon.Start({"--redis", SharedRedis().url(), "--namespace", "cc",
+                              "--redis-local-congestion", name})
+                    .ok())
+        << daemon.LogTail();
+    Client client(daemon.address());
+    Dict td = client.create("cc_" + std::to_string(name.size()), {1000, 300});
+    const at::Tensor x = at::randn({1000, 300});  // 1.2 MB: one leaf, sent ahead
+    td.set("x", x);
+    EXPECT_TRUE(at::equal(td.get("x"), x));
+    client.drop("cc_" + std::to_string(name.size()));
+    EXPECT_EQ(daemon.Stop(), 0) << daemon.LogTail();
+  }
 }
 
 // Calls made while Redis is briefly away succeed once it is back, when

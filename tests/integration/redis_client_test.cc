@@ -5,13 +5,19 @@
 // their own.
 #include <hiredis/hiredis.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <errno.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <string>
@@ -22,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "server/redis/connection.h"
 #include "server/redis/embedded_redis.h"
+#include "server/redis/local_tcp.h"
 #include "server/redis/redis_address.h"
 #include "server/redis/script.h"
 #include "server/redis/standalone_client.h"
@@ -668,6 +675,131 @@ TEST_F(RedisClientTest, QueuedCommandsPastAWindowAreWrittenAsTheyCome) {
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(value->str(), expected);
   EXPECT_FALSE((*conn)->broken());
+}
+
+// ---------------------------------------------------------------------------
+// The congestion control of a connection to a Redis on this host
+// (server/redis/local_tcp.h).
+
+std::string HostDefaultCongestion() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string name;
+  in >> name;
+  return name;
+}
+
+TEST_F(RedisClientTest, ConnectionsToThisHostSendWithTheLocalCongestionControl) {
+  ASSERT_FALSE(HostDefaultCongestion().empty());
+  for (const std::string host : {"127.0.0.1", "localhost"}) {
+    const RedisAddress address =
+        MustParse("redis://" + host + ":" + std::to_string(server_->port()));
+    SCOPED_TRACE(host);
+    // The default: reno, which any process may choose.
+    absl::StatusOr<std::unique_ptr<Connection>> conn = Connection::Open(address, FastOptions());
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    absl::StatusOr<std::string> cc = (*conn)->TcpCongestion();
+    ASSERT_TRUE(cc.ok()) << cc.status();
+    EXPECT_EQ(*cc, "reno");
+    // The connection works as any other.
+    const std::string key = Key("cc:" + host);
+    const std::string value = Pattern(3 << 20, 5);
+    absl::StatusOr<Reply> set = (*conn)->Call({"SET", key, value});
+    ASSERT_TRUE(set.ok()) << set.status();
+    absl::StatusOr<Reply> got = (*conn)->Call({"GET", key});
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->str(), value);
+
+    // Empty: the host's default, untouched.
+    ConnectOptions host_default = FastOptions();
+    host_default.local_congestion.clear();
+    conn = Connection::Open(address, host_default);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    cc = (*conn)->TcpCongestion();
+    ASSERT_TRUE(cc.ok()) << cc.status();
+    EXPECT_EQ(*cc, HostDefaultCongestion());
+  }
+}
+
+// A connected pair of TCP sockets, the client's to `host`; -1s on failure.
+std::pair<int, int> TcpPair(const std::string& host) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(addr);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(listener);
+    return {-1, -1};
+  }
+  inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(client);
+    close(listener);
+    return {-1, -1};
+  }
+  const int accepted = accept(listener, nullptr, nullptr);
+  close(listener);
+  return {client, accepted};
+}
+
+TEST(LocalTcpTest, ThisHostIsLoopbackOrTheSocketsOwnAddress) {
+  std::vector<std::string> hosts = {"127.0.0.1", "127.0.0.2"};
+  // This host's own addresses, other than loopback: routed through
+  // loopback too.
+  ifaddrs* ifs = nullptr;
+  ASSERT_EQ(getifaddrs(&ifs), 0);
+  for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text,
+              sizeof(text));
+    if (std::string(text).rfind("127.", 0) != 0) hosts.push_back(text);
+  }
+  freeifaddrs(ifs);
+  for (const std::string& host : hosts) {
+    SCOPED_TRACE(host);
+    auto [client, accepted] = TcpPair(host);
+    ASSERT_GE(client, 0);
+    EXPECT_TRUE(PeerIsThisHost(client));
+    EXPECT_TRUE(PeerIsThisHost(accepted));
+    ASSERT_TRUE(SetCongestionControl(client, "reno").ok());
+    EXPECT_EQ(*CongestionControl(client), "reno");
+    close(client);
+    close(accepted);
+  }
+  // Not TCP, or not connected: never "this host".
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  EXPECT_FALSE(PeerIsThisHost(pair[0]));
+  close(pair[0]);
+  close(pair[1]);
+  const int lone = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_FALSE(PeerIsThisHost(lone));
+  close(lone);
+}
+
+TEST(LocalTcpTest, ANameTheKernelRefusesIsInvalidArgumentAndChangesNothing) {
+  EXPECT_TRUE(CheckCongestionControl("reno").ok());
+  for (const std::string& name : std::vector<std::string>{"no-such-cc", "", std::string(80, 'x')}) {
+    absl::Status checked = CheckCongestionControl(name);
+    EXPECT_EQ(checked.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_TRUE(Contains(std::string(checked.message()), "'" + name + "'")) << checked;
+  }
+  absl::Status checked = CheckCongestionControl("no-such-cc");
+  EXPECT_TRUE(Contains(std::string(checked.message()), "tcp_available_congestion_control"))
+      << checked;
+  auto [client, accepted] = TcpPair("127.0.0.1");
+  ASSERT_GE(client, 0);
+  const std::string before = *CongestionControl(client);
+  EXPECT_EQ(SetCongestionControl(client, "no-such-cc").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*CongestionControl(client), before);
+  close(client);
+  close(accepted);
 }
 
 TEST_F(RedisClientTest, StuckCommandTimesOutAsUnavailable) {

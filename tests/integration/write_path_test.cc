@@ -306,7 +306,9 @@ TEST_F(WritePathTest, ASmallWriteGoesAtOnceOnAStandaloneRedis) {
       EXPECT_EQ(*Read(a_.get(), "d", {name}), bytes) << name << " after round " << round;
     }
   }
-  if (standalone) EXPECT_EQ(::tdstore::testing::CommandCalls(*redis_, "hincrby") - hincrby, 12);
+  if (standalone) {
+    EXPECT_EQ(::tdstore::testing::CommandCalls(*redis_, "hincrby") - hincrby, 12);
+  }
   // The replaced generations go; only each leaf's own parts stay.
   ASSERT_TRUE(Eventually([&] { return PendingCount(std::string(ref.id)) == "0"; }));
   ExpectOnlyTheLeavesOwnParts(ref);
