@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "client/core/src/convert.h"
+#include "client/core/src/prefault.h"
 #include "client/core/src/schema_floors.h"
 #include "common/shm_protocol.h"
 #include "tdstore/v1/data_frames.h"
@@ -367,6 +368,7 @@ grpc::Status ReadOnce(const Client::Impl& impl, const v1::ReadLeavesRequest& req
       DataLoss("leaf '" + path.str() + "' has more than the " + std::to_string(expected) +
                " bytes its header announced");
     }
+    PrefaultForWrite(data + received, bytes.size());  // prefault.h says why
     std::memcpy(data + received, bytes.data(), bytes.size());
     received += static_cast<int64_t>(bytes.size());
     moved += static_cast<int64_t>(bytes.size());
