@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/redis/local_tcp.h"
 #include "server/service/service_limits.h"
 #include "server/store/store_options.h"
 
@@ -58,7 +59,7 @@ struct DaemonConfig {
   std::string redis_password;
   // TCP congestion control of tdstored's connections to a Redis on this
   // host (redis/local_tcp.h); empty: the host's default.
-  std::string redis_local_congestion = "reno";
+  std::string redis_local_congestion = redis::kDefaultLocalCongestion;
   // Embedded redis-server: binary and persistence directory.
   std::string redis_server_bin = "redis-server";
   std::string data_dir;

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/redis/local_tcp.h"
 #include "server/redis/redis_address.h"
 #include "server/redis/redis_events.h"
 #include "server/redis/reply.h"
@@ -44,7 +45,7 @@ struct ConnectOptions {
   // Empty: the host's default. A connection to another host, or through a
   // unix socket, is never changed. Best effort, as keep-alive is: the
   // daemon checks the name once at launch (CheckCongestionControl).
-  std::string local_congestion = "reno";
+  std::string local_congestion = kDefaultLocalCongestion;
 };
 
 class Connection {

@@ -22,6 +22,10 @@
 
 namespace tdstore::redis {
 
+// What tdstored sends with to a Redis on this host, unless told otherwise
+// (ConnectOptions::local_congestion, --redis-local-congestion).
+inline constexpr char kDefaultLocalCongestion[] = "reno";
+
 // Whether the connected TCP socket `fd` talks to this host: its peer is a
 // loopback address (127.0.0.0/8, ::1, or either mapped into IPv6) or the
 // socket's own address. False for anything else, a unix socket included.
