@@ -61,6 +61,14 @@ struct Side {
   double steal_cpu = 0;    // seconds the hypervisor gave to others
   int64_t daemon_peak = -1;  // peak RSS above the RSS at the start; -1: unknown
   int64_t daemon_peak_rss = -1;  // the peak RSS itself (VmHWM)
+  // Shared memory tdstored maps at the end (RssShmem): the clients' lent
+  // regions, the clients' memory and not tdstored's own.
+  int64_t daemon_shared_rss = -1;
+  // An upper bound of tdstored's own peak: VmHWM less the shared pages
+  // resident both at the start and at the end. A lent region stays mapped
+  // while its client's channel lives and its pages only grow, so those
+  // pages were in the peak too (-1: unknown).
+  int64_t daemon_own_peak_rss = -1;
   int64_t client_peak = -1;  // same for this process
 
   void Merge(const Side& o);
@@ -147,7 +155,7 @@ class Meter {
   std::string label_;
   double wall0_ = 0, daemon_cpu0_ = -1, client_cpu0_ = 0;
   MachineCpu machine0_;
-  int64_t daemon_rss0_ = -1, client_rss0_ = -1;
+  int64_t daemon_rss0_ = -1, daemon_shared0_ = -1, client_rss0_ = -1;
   RedisCounters redis0_;
 };
 

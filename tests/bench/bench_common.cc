@@ -88,6 +88,8 @@ std::string SideJson(const Side& s) {
     << ", \"steal_cpu_seconds\": " << JsonNumber(s.steal_cpu)
     << ", \"daemon_peak_rss_above_start_bytes\": " << s.daemon_peak
     << ", \"daemon_peak_rss_bytes\": " << s.daemon_peak_rss
+    << ", \"daemon_shared_rss_bytes\": " << s.daemon_shared_rss
+    << ", \"daemon_own_peak_rss_bytes\": " << s.daemon_own_peak_rss
     << ", \"client_peak_rss_above_start_bytes\": " << s.client_peak << "}";
   return o.str();
 }
@@ -121,6 +123,8 @@ void Side::Merge(const Side& o) {
   steal_cpu += o.steal_cpu;
   daemon_peak = std::max(daemon_peak, o.daemon_peak);
   daemon_peak_rss = std::max(daemon_peak_rss, o.daemon_peak_rss);
+  daemon_shared_rss = std::max(daemon_shared_rss, o.daemon_shared_rss);
+  daemon_own_peak_rss = std::max(daemon_own_peak_rss, o.daemon_own_peak_rss);
   client_peak = std::max(client_peak, o.client_peak);
 }
 
@@ -238,6 +242,7 @@ void Meter::Start(const std::string& label) {
   if (env_.daemon_pid > 0) {
     ResetPeakResident(env_.daemon_pid);
     daemon_rss0_ = ResidentBytes(env_.daemon_pid);
+    daemon_shared0_ = SharedResidentBytes(env_.daemon_pid);
     daemon_cpu0_ = CpuSeconds(env_.daemon_pid);
   }
   ResetPeakResident(0);
@@ -270,6 +275,12 @@ Side Meter::Stop(int64_t ops) {
     // VmRSS is summed from per-thread counters the kernel folds in lazily,
     // so a peak can read a little below the start: that is 0.
     s.daemon_peak_rss = PeakResidentBytes(env_.daemon_pid);
+    s.daemon_shared_rss = SharedResidentBytes(env_.daemon_pid);
+    if (s.daemon_peak_rss >= 0) {
+      const int64_t shared_throughout =
+          std::max<int64_t>(0, std::min(daemon_shared0_, s.daemon_shared_rss));
+      s.daemon_own_peak_rss = s.daemon_peak_rss - shared_throughout;
+    }
     s.daemon_peak = std::max<int64_t>(0, s.daemon_peak_rss - daemon_rss0_);
   }
   if (client_rss0_ >= 0) s.client_peak = std::max<int64_t>(0, PeakResidentBytes(0) - client_rss0_);

@@ -35,6 +35,7 @@ int64_t StatusField(pid_t pid, const std::string& name) {
 
 int64_t ResidentBytes(pid_t pid) { return StatusField(pid, "VmRSS"); }
 int64_t PeakResidentBytes(pid_t pid) { return StatusField(pid, "VmHWM"); }
+int64_t SharedResidentBytes(pid_t pid) { return StatusField(pid, "RssShmem"); }
 
 bool ResetPeakResident(pid_t pid) {
   std::ofstream out(ProcPath(pid, "clear_refs"));

@@ -18,6 +18,10 @@ namespace tdstore::bench {
 // A pid of 0 means this process ("self").
 int64_t ResidentBytes(pid_t pid);  // VmRSS
 int64_t PeakResidentBytes(pid_t pid);  // VmHWM
+// Resident pages of shared memory the process maps (RssShmem): for
+// tdstored, the clients' lent regions its copies touched. They are the
+// clients' memory, counted in VmRSS and VmHWM of every process mapping them.
+int64_t SharedResidentBytes(pid_t pid);
 // Resets VmHWM to the current VmRSS (`echo 5 > /proc/<pid>/clear_refs`).
 // False if the kernel refused (then VmHWM is the peak since the start).
 bool ResetPeakResident(pid_t pid);

@@ -32,8 +32,8 @@ struct ReplyDeleter {
 };
 using RawReply = std::unique_ptr<redisReply, ReplyDeleter>;
 
-// A parsed redis:// or redis-cluster:// URL (the forms tdstored accepts;
-// unix sockets and TLS are not supported here).
+// A parsed redis:// or redis-cluster:// URL (the forms tdstored accepts),
+// or unix:///path/redis.sock. TLS is not supported here.
 struct RawRedisUrl {
   bool cluster = false;
   // host, port; for unix:///path/redis.sock the one seed is (path, 0).
