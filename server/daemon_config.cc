@@ -191,7 +191,7 @@ std::vector<Setting> Settings() {
          c.redis_password = std::string(absl::StripTrailingAsciiWhitespace(*text));
          return absl::OkStatus();
        }},
-      {"redis-password", "(environment only: TDSTORE_REDIS_PASSWORD) the Redis password",
+      {"redis-password", "(TDSTORE_REDIS_PASSWORD or the config file, never a flag) the Redis password",
        [](const DaemonConfig& c) { return SetOrNot(c.redis_password); },
        [](DaemonConfig& c, const std::string& v) {
          c.redis_password = v;

@@ -7,6 +7,9 @@
 //   <ns>:{<id>}:meta             hash  batch shape, block layout, version, ...
 //   <ns>:{<id>}:leaves           hash  encoded path -> leaf record
 //   <ns>:{<id>}:pending          hash  generation -> pending-write record
+//   <ns>:{<id>}:attrs            hash  attribute name -> value
+//   <ns>:{<id>}:counters         hash  counter name -> decimal int64
+//   <ns>:{<id>}:at_once_hold     string  only inside one MULTI/EXEC of a write at once
 //   <ns>:{<id>.<b>}:g<G>:<p>     string  part p of block b of generation G
 //
 // The braces are Redis Cluster hash tags: metadata of a dict shares one slot,

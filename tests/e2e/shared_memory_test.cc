@@ -662,7 +662,7 @@ TEST_F(E2eSharedMemoryDaemon, ALoopbackTcpClientLendsMemoryAndGetsWhatTheSocketG
   core::Client socket(daemon_.address(), WithShm(0));
   EXPECT_FALSE(socket.shares_memory());
   std::mt19937 random(20261206);
-  for (const std::string address : {daemon_.address(), "localhost:" + port}) {
+  for (const std::string& address : {daemon_.address(), "localhost:" + port}) {
     core::Client loopback(address, WithShm(2 << 20));
     ASSERT_TRUE(loopback.shares_memory()) << address;
     EXPECT_EQ(MappedRegions(daemon_.pid()), 1) << address;
@@ -1039,7 +1039,9 @@ TEST_F(E2eSharedMemorySpans, LentChunksOnWriteLeavesWriteWholeOrNothing) {
   Bytes got;
   dict.read({}, got);
   EXPECT_EQ(got.size(), last.empty() ? 0u : 1u);
-  if (!last.empty()) EXPECT_EQ(got.at("x"), last);
+  if (!last.empty()) {
+    EXPECT_EQ(got.at("x"), last);
+  }
 }
 
 // A client lending 2 MiB offers reply spans of at most 1 MiB: a larger
@@ -1105,7 +1107,9 @@ TEST_F(E2eSharedMemoryDaemon, ReadsLargerThanTheSpanStreamThroughARingCutFromIt)
       EXPECT_EQ(calls("ReadLeavesShared") - shared_before, ringed ? 1 : 0)
           << "round " << round << ", " << bytes << " bytes";
       EXPECT_EQ(calls("ReadLeaves") - plain_before, ringed ? 0 : 1) << "round " << round;
-      if (ringed) EXPECT_LE(widest_step, int64_t{256} << 10) << "round " << round;
+      if (ringed) {
+        EXPECT_LE(widest_step, int64_t{256} << 10) << "round " << round;
+      }
       for (const auto& [path, value] : values) {
         bool named = paths.empty();
         for (const Key& p : paths) named |= path == p.str() || path.rfind(p.str() + "/", 0) == 0;

@@ -137,7 +137,7 @@ TEST(DaemonConfig, BadSettingsNameThemselves) {
       {{"--tokens-file", "/nonexistent/tokens"}, {}, "--tokens-file"},
       {{"--config", "/nonexistent/tdstored.conf"}, {}, "--config"},
       {{"--listen", "none"}, {}, "nothing to listen on"},
-      {{"--redis-password", "x"}, {}, "--redis-password"},  // environment only
+      {{"--redis-password", "x"}, {}, "--redis-password"},  // environment or config file only
       {{"--namespace"}, {}, "--namespace needs a value"},
       {{"--namespace-quota-bytes", "-1"}, {}, "--namespace-quota-bytes"},
       {{"--dict-quota-bytes", "some"}, {}, "--dict-quota-bytes"},
