@@ -56,7 +56,7 @@ void AddTargets(Row& row, bool get, int64_t daemon_idle_rss) {
   // "Above idle" read strictly: the phase's peak (VmHWM) against the RSS
   // tdstored had at launch, so heap it kept from earlier calls counts too.
   // The clients' lent shared memory that tdstored maps is the clients'
-  // (their budget), not tdstored's: it is taken out (Side::daemon_shared_rss).
+  // (their budget), not tdstored's: it is taken out (Side::daemon_own_peak_rss).
   if (row.td.daemon_own_peak_rss >= 0 && daemon_idle_rss >= 0) {
     row.targets.push_back({"tdstored's own peak <= 64 MiB above its RSS at launch",
                            row.td.daemon_own_peak_rss - daemon_idle_rss <= 64 * kMiB});
